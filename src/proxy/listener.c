@@ -276,7 +276,7 @@ static struct inherited *taken_for(struct hlb_proxy *p, const struct sockaddr *a
 		struct inherited *in = &p->inh[i];
 		struct sockaddr_storage a = any ? any_port(&in->addr) : in->addr;
 
-		if (in->taken && !in->used &&
+		if (in->taken && !in->used && !in->kept &&
 		    (any ? hlb_sockaddr_same((const struct sockaddr *)&a, addr) &&
 				     strcmp(in->svc, svc) == 0
 			 : same_listen_addr(&in->addr, (const struct sockaddr_storage *)addr)))
@@ -294,6 +294,15 @@ static bool unix_stream(int fd)
 		return false;
 	len = sizeof(v);
 	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_STREAM;
+}
+
+/* Whether the descriptors <a> and <b> are of one socket. */
+static bool one_socket(int a, int b)
+{
+	struct stat sa, sb;
+
+	return a >= 0 && b >= 0 && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 &&
+	       sa.st_ino == sb.st_ino && sa.st_dev == sb.st_dev;
 }
 
 /* Keep <fd> as a socket taken over (closed if it is not a listening TCP socket, unless it is
@@ -457,6 +466,26 @@ static int take_pidfd(struct hlb_proxy *p, int pidfd, const char *body)
 	return 0;
 }
 
+/*
+ * The service manager's socket <in> that the old process held for no service
+ * (HLB_FDPASS_INHERITED): kept as one the manager passed (<kept>, inherited_for() finds it),
+ * once: its other copies (it came twice) closed.
+ */
+static void take_inherited(struct hlb_proxy *p, struct inherited *in)
+{
+	for (uint32_t i = 0; i < p->n_inh; i++) {
+		struct inherited *k = &p->inh[i];
+
+		if (k != in && k->kept && k->fd >= 0 && one_socket(k->fd, in->fd)) {
+			close(in->fd);
+			in->fd = -1;
+			in->used = true; /* hlb_proxy_release_taken() and taken_for() pass it by */
+			return;
+		}
+	}
+	in->kept = true;
+}
+
 /* The service each socket taken over listened for: the line that names its
  * address ("PID FD ADDR SERVICE"; a hashlb of before the service wrote none). */
 static void take_services(struct hlb_proxy *p, const char *body)
@@ -472,8 +501,11 @@ static void take_services(struct hlb_proxy *p, const char *body)
 			if (!in->taken || in->svc[0])
 				continue;
 			format_addr((const struct sockaddr *)&in->addr, name, sizeof(name));
-			if (strcmp(name, addr) == 0)
-				snprintf(in->svc, sizeof(in->svc), "%s", svc);
+			if (strcmp(name, addr) != 0)
+				continue;
+			snprintf(in->svc, sizeof(in->svc), "%s", svc);
+			if (!strcmp(svc, HLB_FDPASS_INHERITED))
+				take_inherited(p, in);
 		}
 	}
 }
@@ -839,6 +871,34 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 	return n;
 }
 
+uint32_t hlb_proxy_inherited_unused(struct hlb_proxy *p, const int *used, uint32_t n_used, int *fds,
+				    const char **names, uint32_t max)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->n_inh && n + 2 <= max; i++) {
+		struct inherited *in = &p->inh[i];
+		bool listened = false;
+		char addr[64];
+
+		if (in->fd < 0 || (in->taken && !in->kept))
+			continue; /* a socket taken over that the old process still listens on */
+		for (uint32_t j = 0; j < n_used && !listened; j++)
+			listened = one_socket(in->fd, used[j]);
+		if (listened)
+			continue; /* handed on with its listener */
+		format_addr((const struct sockaddr *)&in->addr, addr, sizeof(addr));
+		snprintf(in->handover, sizeof(in->handover), "%s %s", addr, HLB_FDPASS_INHERITED);
+		/* twice, as hlb_listener_fds() hands a single descriptor on: a process of before
+		 * that listens on it takes it as shared, never shuts it down as its own */
+		for (int k = 0; k < 2; k++) {
+			fds[n] = in->fd;
+			names[n++] = in->handover;
+		}
+	}
+	return n;
+}
+
 /* The address diag message <m>, of a socket of <family>, says it is bound to: in <s>. */
 static void diag_addr(const struct inet_diag_msg *m, int family, struct sockaddr_storage *s)
 {
@@ -1090,16 +1150,10 @@ static int open_failed(struct hlb_listener *l, int ret, const char *name, struct
  */
 static bool fds_shared(const struct hlb_listener *l)
 {
-	for (uint32_t i = 0; i < l->n_fds; i++) {
-		struct stat a, b;
-
-		if (l->fds[i] < 0 || fstat(l->fds[i], &a) < 0)
-			continue;
+	for (uint32_t i = 0; i < l->n_fds; i++)
 		for (uint32_t j = i + 1; j < l->n_fds; j++)
-			if (l->fds[j] >= 0 && fstat(l->fds[j], &b) == 0 && a.st_ino == b.st_ino &&
-			    a.st_dev == b.st_dev)
+			if (one_socket(l->fds[i], l->fds[j]))
 				return true;
-	}
 	return false;
 }
 

@@ -296,6 +296,12 @@ uint32_t hlb_proxy_release_taken(struct hlb_proxy *p,
  * only if <inherited> (it passes them to a process it starts itself), one of a single descriptor
  * twice (the taker tells the manager's socket by two descriptors of it). */
 uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds, uint32_t max);
+/* The service manager's sockets this process holds that none of the listening sockets <used>
+ * [0, <n_used>) is (passed and never used, or kept after a reload removed its address), each
+ * twice, for an upgrade in place: in <fds>, with its line's "ADDRESS SERVICE" in <names>
+ * (HLB_FDPASS_INHERITED for the service), up to <max>; how many. */
+uint32_t hlb_proxy_inherited_unused(struct hlb_proxy *p, const int *used, uint32_t n_used, int *fds,
+				    const char **names, uint32_t max);
 /* How many of its sockets <l> took over. */
 uint32_t hlb_listener_taken(const struct hlb_listener *l);
 /* Make the workers accept on it. */

@@ -500,6 +500,7 @@ struct inherited {
 	 * the manager passed, that a reload may use again (inherited_for()) */
 	bool kept;
 	char svc[HLB_SERVICE_NAME_SIZE]; /* taken: the service it listened for there, "": unknown */
+	char handover[80]; /* its line's "ADDRESS SERVICE" (hlb_proxy_inherited_unused()) */
 };
 
 struct hlb_proxy {

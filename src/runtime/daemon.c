@@ -2469,6 +2469,10 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d, const char *by)
 	/* the answer GET /sockets would give, with every listening socket, the
 	 * service manager's too (it does not start this child) */
 	n = listen_fds(d, true, fds, addrs, sizeof(addrs) / sizeof(addrs[0]));
+	/* and those of the manager's that no service listens on, for a reload there to add
+	 * one (it cannot bind its own beside them) */
+	n += hlb_proxy_inherited_unused(d->proxy, fds, n, fds + n, addrs + n,
+					sizeof(addrs) / sizeof(addrs[0]) - n);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rs) < 0)
 		rs[0] = rs[1] = -1; /* no resync: the health as it is now only */
 	f = open_memstream(&lines, &lines_len);

@@ -22,6 +22,18 @@
  * the service it listens for (so that a service on port 0 keeps its port). */
 #define HLB_FDPASS_LINE "%d %d %s\n"
 
+/*
+ * An upgrade in place: the service this line names for a socket of the service manager that no
+ * service listens on (passed and never used, or kept after a reload removed its address), sent
+ * twice as a listener's single one is. The new process keeps it as the manager passed it, for a
+ * reload that adds the address (before, it was lost there, and that reload failed: the
+ * manager's socket, still bound there without SO_REUSEPORT, refused the one it bound). Not a
+ * service name (config.c's service_name_ok()): a process of before uses it only for a service
+ * on that very address, as shared (two descriptors of one socket), and otherwise closes it as a
+ * socket taken over that no service uses.
+ */
+#define HLB_FDPASS_INHERITED "(unused)"
+
 /* After the sockets' lines, one per backend whose state, weight or cap was set at run time
  * (hashlb ctl set), that is down, that flapped of late or that is in slow start: service,
  * backend, then each setting as now/in the config, its health, its flap damping (the

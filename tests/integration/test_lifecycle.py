@@ -1278,30 +1278,78 @@ def passed_socket_removed_and_added_back_after_an_upgrade():
             return
         for text, what in ((web.split("services:\n", 1)[0] + "services:\n" + other,
                             "web removed"), (web + other, "web added back")):
-            with open(path, "w") as f:
-                f.write(text)
-            n = sum("msg=reloaded" in l for l in log)
-            os.kill(new_pid, signal.SIGHUP)
-            end = time.time() + 20
-            while (time.time() < end and sum("msg=reloaded" in l for l in log) == n and
-                   not any("reload failed" in l for l in log)):
-                time.sleep(0.05)
-            check(sum("msg=reloaded" in l for l in log) > n,
-                  f"{what}: reloaded: {[l for l in log if 'reload' in l][-2:]}")
-        check(who(("127.0.0.1", port)) in ("a", "b", "c"), "web serves again")
+            reloaded_to(new_pid, log, path, text, what)
+        serves_on_the_managers_socket(new_pid, lsock, port, "web serves again")
+    finally:
+        upgraded_one_stops(p, new_pid, lsock)
+
+
+def reloaded_to(pid, log, path, text, what):
+    """Config <path> rewritten as <text>, hashlb <pid> (its log <log>) reloaded: it says so."""
+    with open(path, "w") as f:
+        f.write(text)
+    n = sum("msg=reloaded" in l for l in log)
+    os.kill(pid, signal.SIGHUP)
+    end = time.time() + 20
+    while (time.time() < end and sum("msg=reloaded" in l for l in log) == n and
+           not any("reload failed" in l for l in log)):
+        time.sleep(0.05)
+    check(sum("msg=reloaded" in l for l in log) > n,
+          f"{what}: reloaded: {[l for l in log if 'reload' in l][-2:]}")
+
+
+def serves_on_the_managers_socket(pid, lsock, port, what):
+    """hashlb <pid> serves 127.0.0.1:<port> on the service manager's socket <lsock> itself, the
+    one socket listening on the port."""
+    check(who(("127.0.0.1", port)) in ("a", "b", "c"), what)
+    ino = str(os.fstat(lsock.fileno()).st_ino)
+    check(ino in socket_inodes(pid), f"on the manager's socket itself (socket:[{ino}])")
+    ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+    check(len(ss.stdout.splitlines()) == 1,
+          f"one listening socket on the port, the manager's:\n{ss.stdout}")
+
+
+def upgraded_one_stops(p, new_pid, lsock):
+    """The end of a test of hashlb <p> upgraded in place: the new process <new_pid> (None: there
+    is none, <p> is stopped if it runs) stops; the manager's socket <lsock> closed."""
+    if new_pid:
+        new_one_stops(new_pid)
+    elif p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        p.wait(20)
+    lsock.close()
+
+
+def passed_socket_unused_then_added_after_an_upgrade():
+    """A socket the service manager passed that no service listens on is handed on by an upgrade
+    in place too, and a reload of the new process that adds a service at its address listens on
+    it, as one of the process the manager started would. Before, only the sockets of services
+    were handed on: the new process had none there, the manager's socket still bound there (no
+    SO_REUSEPORT) refused the one that reload bound ("another process listens there"), and the
+    service could not be added short of a restart."""
+    lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
+    port = lsock.getsockname()[1]
+    other = config(BACKENDS, name="other")
+    web = config(BACKENDS, name="web", listen=f"127.0.0.1:{port}").split("services:\n", 1)[1]
+    path = tmpfile("activated-unused.yaml", other)
+    p, log = activated(path, lsock)
+    new_pid = None
+    try:
+        check(wait_for(log, "socket from the service manager matches no service"),
+              f"started, the passed socket unused: {log[-3:]}")
+        new_pid = sigusr2_new_pid(p, log)
+        check(p.wait(20) == 0 and new_pid, "the old one exited 0, the new one's pid logged")
+        if not new_pid:
+            return
         ino = str(os.fstat(lsock.fileno()).st_ino)
         check(ino in socket_inodes(new_pid),
-              f"on the manager's socket itself (socket:[{ino}])")
-        ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
-        check(len(ss.stdout.splitlines()) == 1,
-              f"one listening socket on the port, the manager's:\n{ss.stdout}")
+              f"the new one holds the manager's socket (socket:[{ino}]), unused")
+        reloaded_to(new_pid, log, path, other + web, "web added")
+        check(any(f"addr=127.0.0.1:{port}" in l and "socket=inherited" in l for l in log),
+              f"web listens on the passed socket: {[l for l in log if 'listening' in l][-2:]}")
+        serves_on_the_managers_socket(new_pid, lsock, port, "web serves")
     finally:
-        if new_pid:
-            new_one_stops(new_pid)
-        elif p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            p.wait(20)
-        lsock.close()
+        upgraded_one_stops(p, new_pid, lsock)
 
 
 def passed_socket_in_the_other_family_is_used():
@@ -1447,6 +1495,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_beside_another_process_in_the_other_family,
            passed_socket_in_the_other_family_is_used,
            passed_socket_removed_and_added_back_after_an_upgrade,
+           passed_socket_unused_then_added_after_an_upgrade,
            passed_socket_outlives_a_worker_failure_after_an_upgrade,
            passed_socket_of_one_worker_outlives_a_worker_failure_after_an_upgrade,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
