@@ -1341,9 +1341,11 @@ def passed_socket_unused_then_added_after_an_upgrade():
         check(p.wait(20) == 0 and new_pid, "the old one exited 0, the new one's pid logged")
         if not new_pid:
             return
-        ino = str(os.fstat(lsock.fileno()).st_ino)
-        check(ino in socket_inodes(new_pid),
-              f"the new one holds the manager's socket (socket:[{ino}]), unused")
+        ino = os.fstat(lsock.fileno()).st_ino
+        copies = sum(os.readlink(f"/proc/{new_pid}/fd/{fd}") == f"socket:[{ino}]"
+                     for fd in os.listdir(f"/proc/{new_pid}/fd"))
+        check(copies == 1, f"the new one holds the manager's socket, unused, once (it came "
+                           f"twice): {copies} descriptors of it")
         reloaded_to(new_pid, log, path, other + web, "web added")
         check(any(f"addr=127.0.0.1:{port}" in l and "socket=inherited" in l for l in log),
               f"web listens on the passed socket: {[l for l in log if 'listening' in l][-2:]}")
