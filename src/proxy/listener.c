@@ -177,6 +177,23 @@ static bool listening_tcp(int fd, struct sockaddr_storage *addr)
 	       (addr->ss_family == AF_INET || addr->ss_family == AF_INET6);
 }
 
+/*
+ * Count the descriptors inh[] holds, for the connection cap (proxy_cap_with()): the sockets the
+ * service manager passed, kept open whether a service listens on them or not, the copies kept
+ * of one an upgrade in place handed on, and the sockets taken over not yet a listener's. Before,
+ * none came off the cap: they took the reserve kept for the rings and the admin endpoint, which
+ * many (up to the 1,024 hlb_proxy_adopt_listeners() takes) outgrow.
+ * After each change, on the control thread.
+ */
+static void inh_counted(struct hlb_proxy *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->n_inh; i++)
+		n += p->inh[i].fd >= 0;
+	atomic_store_explicit(&p->n_inh_fds, n, memory_order_relaxed);
+}
+
 int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err)
 {
 	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
@@ -209,6 +226,7 @@ int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err)
 		in->fd = fd;
 		p->n_inh++;
 	}
+	inh_counted(p);
 	return (int)p->n_inh;
 }
 
@@ -434,6 +452,7 @@ static void take_undo(struct hlb_proxy *p)
 	if (p->resync_fd >= 0)
 		close(p->resync_fd);
 	p->resync_fd = -1;
+	inh_counted(p);
 }
 
 static const char *next_line(const char *l)
@@ -647,6 +666,7 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 	}
 	p->taken_pidfd = pidfd;
 	atomic_store(&p->takeover, TAKEOVER_OLD_ALIVE);
+	inh_counted(p);
 	return (int)p->n_taken;
 }
 
@@ -847,6 +867,7 @@ uint32_t hlb_proxy_release_taken(struct hlb_proxy *p,
 		in->used = true;
 		n++;
 	}
+	inh_counted(p);
 	*ret_served = served;
 	return n;
 }
@@ -1230,6 +1251,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	l->shared = l->n_taken > 1 && fds_shared(l);
 	if (l->shared)
 		taken_keep(p, l);
+	inh_counted(p);
 	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
 	*ret_listener = l;
 	return 0;

@@ -135,7 +135,9 @@ static uint64_t proxy_cap_with(const struct hlb_proxy *p, uint64_t n_wl)
 
 	if (!p->max_conns || !p->cap_fds)
 		return p->max_conns;
-	socks = (3 * n_wl + atomic_load_explicit(p->other_fds, memory_order_relaxed) + 1) / 2;
+	socks = (3 * n_wl + atomic_load_explicit(p->other_fds, memory_order_relaxed) +
+		 atomic_load_explicit(&p->n_inh_fds, memory_order_relaxed) + 1) /
+		2;
 	return p->max_conns > socks ? p->max_conns - socks : 1;
 }
 

@@ -523,6 +523,7 @@ struct hlb_proxy {
 	uint64_t max_conns; /* hlb_proxy_set_max_connections(), 0: none */
 	bool cap_fds; /* the fd budget: listener sockets and splice pipes take their share */
 	_Atomic uint32_t n_wlisteners; /* listener sockets the workers hold */
+	_Atomic uint32_t n_inh_fds; /* descriptors inh[] holds (inh_counted()), off the cap too */
 	const _Atomic uint32_t *other_fds; /* hlb_proxy_count_fds(); never NULL */
 	int exit_fd;
 	_Atomic uint32_t n_exited;

@@ -1354,6 +1354,44 @@ def passed_socket_unused_then_added_after_an_upgrade():
         upgraded_one_stops(p, new_pid, lsock)
 
 
+def _cap(log, pid=None):
+    """The connection cap the last "connection cap" line of <log> gives (of process <pid> if
+    given), None if there is none."""
+    lines = [l for l in log if 'msg="connection cap"' in l and
+             (pid is None or f"self_pid={pid}" in l)]
+    m = re.search(r"max_connections=(\d+) ", lines[-1] if lines else "")
+    return int(m.group(1)) if m else None
+
+
+def passed_socket_held_off_the_connection_cap():
+    """A socket the service manager passed is a descriptor hashlb holds, used or not, and after
+    an upgrade in place the new process holds one copy of it: each comes off the connection cap
+    the fd limit allows, as a health check's socket does, so that at the cap a worker still has
+    a descriptor for a client's backend. Before, neither was counted."""
+    lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
+    text = config(BACKENDS, name="other")
+    lb = Hashlb(text, nofile=4000, fname="cap-alone.yaml")
+    alone = _cap(lb.log)
+    lb.stop()
+    p, log = activated(tmpfile("cap-passed.yaml", text), lsock, nofile=4000)
+    new_pid = None
+    try:
+        check(wait_for(log, "socket from the service manager matches no service"),
+              f"started, the passed socket unused: {log[-3:]}")
+        # 2 workers' listener sockets take 3 connections off ((3 * 2 + 1) / 2); with one
+        # descriptor more, 4 ((3 * 2 + 1 + 1) / 2)
+        check(alone and _cap(log) == alone - 1,
+              f"the passed socket comes off the cap: {_cap(log)}, {alone} without it")
+        new_pid = sigusr2_new_pid(p, log)
+        check(p.wait(20) == 0 and new_pid, "the old one exited 0, the new one's pid logged")
+        check(wait_for(log, f'msg="connection cap" max_connections={alone - 1} ') and
+              _cap(log, new_pid) == alone - 1,
+              f"after an upgrade in place, the one copy the new process keeps does: "
+              f"{_cap(log, new_pid)}")
+    finally:
+        upgraded_one_stops(p, new_pid, lsock)
+
+
 def passed_socket_in_the_other_family_is_used():
     """A socket the service manager passed on [::ffff:127.0.0.1]:P (ListenStream= written as
     IPv6) is the one a service on 127.0.0.1:P listens on: the kernel's one address. hashlb
@@ -1498,6 +1536,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_in_the_other_family_is_used,
            passed_socket_removed_and_added_back_after_an_upgrade,
            passed_socket_unused_then_added_after_an_upgrade,
+           passed_socket_held_off_the_connection_cap,
            passed_socket_outlives_a_worker_failure_after_an_upgrade,
            passed_socket_of_one_worker_outlives_a_worker_failure_after_an_upgrade,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
