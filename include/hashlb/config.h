@@ -102,6 +102,12 @@ struct hashlb_health_cfg {
 	 * clients reconnect to their next backend) rather than keep them;
 	 * default false (HAProxy's on-marked-down shutdown-sessions). */
 	bool close_on_down;
+	/* The forwarder's refused or timed-out connects count toward <fall> (default
+	 * true). With checks off, <fall> of them in a row take a backend down for
+	 * <passive_hold_ms> (default 10000, nginx's fail_timeout), then it is up on
+	 * trial: one more failure, down again for twice as long (up to 8 times). */
+	bool passive;
+	uint32_t passive_hold_ms;
 };
 
 /* TCP keepalive on both sockets of every connection (client and backend). */

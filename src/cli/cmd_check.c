@@ -125,12 +125,22 @@ static const char *drain(uint32_t ms, char buf[HASHLB_DURATION_STRLEN])
 	return buf;
 }
 
-static void print_health(const struct hashlb_health_cfg *h)
+static void print_health(const struct hashlb_service_cfg *s)
 {
+	const struct hashlb_health_cfg *h = &s->health;
 	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
 
-	if (!h->enabled) {
+	/* passive-only health: never a lone backend, and kernel steering makes no connect */
+	if (!h->enabled &&
+	    (!h->passive || s->n_backends < 2 || s->steering == HASHLB_STEERING_KERNEL)) {
 		printf("  health       off (every backend counts as up)\n");
+		return;
+	}
+	if (!h->enabled) {
+		/* docs/control.md, "Health": passive-only health, checks off */
+		printf("  health       passive only: %" PRIu32 " failed connects in a row hold a "
+		       "backend out %s, then it is tried again\n",
+		       h->fall, duration(h->passive_hold_ms, d1));
 		return;
 	}
 	printf("  health       every %s, timeout %s, rise %" PRIu32 ", fall %" PRIu32,
@@ -147,6 +157,8 @@ static void print_health(const struct hashlb_health_cfg *h)
 	}
 	if (h->close_on_down)
 		printf(", close_on_down");
+	if (!h->passive)
+		printf(", passive off");
 	printf("\n");
 }
 
@@ -282,7 +294,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	}
 	if (s->steering == HASHLB_STEERING_KERNEL)
 		printf("  steering     kernel, on %s\n", s->steer_interface);
-	print_health(&s->health);
+	print_health(s);
 	if (s->source_client)
 		printf("  source       client (transparent: each backend sees the client's address)\n");
 	if (s->source_len) {

@@ -322,8 +322,8 @@ static const char *const service_keys[] = {
 static const char *const src_prefix_keys[] = { "ipv4", "ipv6", NULL };
 static const char *const timeout_keys[] = { "connect", "idle", "drain", "queue", NULL };
 static const char *const health_keys[] = {
-	"enabled", "interval", "timeout", "rise",	   "fall",
-	"port",	   "send",     "expect",  "close_on_down", NULL,
+	"enabled", "interval", "timeout",	"rise",	   "fall",	   "port",
+	"send",	   "expect",   "close_on_down", "passive", "passive_hold", NULL,
 };
 static const char *const keepalive_keys[] = { "enabled", "idle",	 "interval",
 					      "count",	 "user_timeout", NULL };
@@ -1580,6 +1580,12 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	if ((v = map_get(m, "close_on_down")) &&
 	    (r = get_bool(ld, v, "close_on_down", &h->close_on_down)) < 0)
 		return r;
+	if ((v = map_get(m, "passive")) && (r = get_bool(ld, v, "passive", &h->passive)) < 0)
+		return r;
+	if ((v = map_get(m, "passive_hold")) &&
+	    (r = get_duration(ld, v, "passive_hold", HEALTH_INTERVAL_MIN, HEALTH_INTERVAL_MAX,
+			      &h->passive_hold_ms)) < 0)
+		return r;
 	/* A short interval alone shortens the default timeout with it, rather
 	 * than failing on a key the operator did not write. */
 	if (!map_get(m, "timeout") && h->timeout_ms > h->interval_ms)
@@ -1695,6 +1701,8 @@ static void service_defaults(struct hashlb_service_cfg *s)
 	s->health.timeout_ms = 1000;
 	s->health.rise = 2;
 	s->health.fall = 3;
+	s->health.passive = true;
+	s->health.passive_hold_ms = 10000;
 }
 
 /*

@@ -152,8 +152,8 @@ static const char *health_name(const struct hlb_pool_backend *b)
 {
 	if (b->admin == HASHLB_ADMIN_MAINT)
 		return "unchecked";
-	if (!b->svc->cfg->health.enabled)
-		return "up";
+	if (!b->svc->cfg->health.enabled && !b->svc->hp.passive_hold_ms)
+		return "up"; /* not checked, nor held by its connects: docs/control.md */
 	if (b->health.suppressed)
 		return b->health.raw_up ? "flapping" : "down";
 	return b->health.up ? "up" : "down";

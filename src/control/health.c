@@ -56,12 +56,24 @@ static bool health_settle(struct hlb_health *h, const struct hlb_health_params *
 	return true;
 }
 
-static void health_go_down(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
+static void health_go_down(struct hlb_health *h, const struct hlb_health_params *p, bool passive,
+			   uint64_t now_ms)
 {
 	h->raw_up = false;
 	h->fail_run = 0;
 	h->passive_run = 0;
 	h->ok_run = 0;
+	if (p->passive_hold_ms && passive) { /* passive-only: held, longer each time in a row */
+		uint32_t max = p->passive_hold_ms * HLB_PASSIVE_HOLD_GROWTH;
+
+		if (!h->holds)
+			h->hold_ms = p->passive_hold_ms;
+		else
+			h->hold_ms = h->hold_ms > max / 2 ? max : h->hold_ms * 2;
+		h->holds++;
+		h->hold_until_ms = now_ms + h->hold_ms;
+	}
+	h->trial = false;
 	if (h->assumed) { /* the first verdict: it was never known up */
 		h->assumed = false;
 		return;
@@ -82,11 +94,11 @@ static void health_fail(struct hlb_health *h, const struct hlb_health_params *p,
 		h->ok_run = 0;
 		return;
 	}
-	h->fail_run = h->fail_run + n > p->fall ? p->fall : h->fail_run + (uint32_t)n;
+	h->fail_run = h->fail_run + n > p->fall || h->trial ? p->fall : h->fail_run + (uint32_t)n;
 	if (passive)
 		h->passive_run += h->fail_run - was;
 	if (h->fail_run >= p->fall)
-		health_go_down(h, p, now_ms);
+		health_go_down(h, p, passive, now_ms);
 }
 
 bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, bool ok,
@@ -112,6 +124,8 @@ bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p,
 {
 	if (succeeded) { /* the failures before that connect are not "in a row" */
 		h->assumed = false;
+		h->trial = false;
+		h->holds = 0;
 		h->fail_run -= h->passive_run < h->fail_run ? h->passive_run : h->fail_run;
 		h->passive_run = 0;
 	}
@@ -123,6 +137,16 @@ bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p,
 
 bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
 {
+	if (h->hold_until_ms && (!p->passive_hold_ms || now_ms >= h->hold_until_ms)) {
+		h->hold_until_ms = 0;
+		if (p->passive_hold_ms && !h->raw_up) { /* up on trial, only assumed */
+			h->raw_up = true;
+			h->assumed = true;
+			h->trial = true;
+			h->fail_run = 0;
+			h->passive_run = 0;
+		}
+	}
 	return health_settle(h, p, now_ms);
 }
 

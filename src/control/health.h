@@ -21,6 +21,15 @@
  * above HLB_FLAP_SUPPRESS the backend is held down, whatever its checks say,
  * until the penalty decays below HLB_FLAP_REUSE (as BGP route-flap damping
  * does): with the defaults, about 100 s after it stops flapping.
+ *
+ * Passive-only health (<passive_hold_ms> set: active checks off, the
+ * forwarder's connects the only news): <fall> failed connects in a row take
+ * the backend down for a hold, then it is up again on trial (nginx's
+ * max_fails/fail_timeout); one failed connect on trial takes it down again,
+ * for twice the hold before (Envoy's growing ejection), up to
+ * HLB_PASSIVE_HOLD_GROWTH times passive_hold_ms; a connect that succeeds
+ * ends the trial and the growth. An up on trial is only assumed, as at
+ * start: its down is no flap.
  */
 #ifndef HLB_CONTROL_HEALTH_H
 #define HLB_CONTROL_HEALTH_H
@@ -30,11 +39,14 @@
 
 #define HLB_FLAP_SUPPRESS 2.5
 #define HLB_FLAP_REUSE 1.0
+/* a passive-only hold grows to at most this many times passive_hold_ms */
+#define HLB_PASSIVE_HOLD_GROWTH 8
 
 struct hlb_health_params {
 	uint32_t rise; /* >= 1 */
 	uint32_t fall; /* >= 1 */
 	uint32_t half_life_ms; /* penalty half-life; 0 = no damping */
+	uint32_t passive_hold_ms; /* passive-only health's first hold; 0 = checks decide */
 };
 
 struct hlb_health {
@@ -50,6 +62,13 @@ struct hlb_health {
 	uint64_t flaps; /* raw up->down transitions, <assumed> ones not */
 	uint64_t changes; /* transitions of <up> */
 	uint64_t last_change_ms;
+	/* passive-only: raw down until <hold_until_ms> (0: not held), for <hold_ms>; <holds>:
+	 * holds in a row, no connect succeeded between; <trial>: up again after a hold, the
+	 * next failed connect takes it down */
+	uint64_t hold_until_ms;
+	uint32_t hold_ms;
+	uint32_t holds;
+	bool trial;
 };
 
 /* Default damping half-life for <interval_ms>, <rise>, <fall>. */
@@ -84,8 +103,9 @@ bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p,
 
 /*
  * Re-evaluate suppression at <now_ms> without a new result: a suppressed
- * backend whose checks pass comes back up once its penalty has decayed.
- * Returns true when <up> changed. Call it on every check tick.
+ * backend whose checks pass comes back up once its penalty has decayed; a
+ * passive-only hold that is over makes the backend up on trial. Returns
+ * true when <up> changed. Call it on every check tick.
  */
 bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms);
 

@@ -127,6 +127,11 @@ bool hlb_pool_backend_checked(const struct hlb_pool_backend *b)
 	return b->svc->cfg->health.enabled && b->admin != HASHLB_ADMIN_MAINT;
 }
 
+bool hlb_pool_backend_passive_only(const struct hlb_pool_backend *b)
+{
+	return b->svc->hp.passive_hold_ms && b->admin != HASHLB_ADMIN_MAINT;
+}
+
 bool hlb_pool_backend_up(const struct hlb_pool_backend *b)
 {
 	return b->admin == HASHLB_ADMIN_READY && b->health.up;
@@ -272,8 +277,10 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 				   uint32_t err)
 {
 	char qn[POOL_NAME_QUOTED];
-	char why[64], reply[CHECK_REPLY_TEXT_MAX];
+	char why[64], reply[CHECK_REPLY_TEXT_MAX], hold[32] = "";
 
+	if (!b->health.up && b->health.hold_until_ms)
+		snprintf(hold, sizeof(hold), " hold_ms=%" PRIu32, b->health.hold_ms);
 	if (!b->health.up)
 		hlb_check_errs_start(&b->check_errs, err || !b->up_fails ? err : b->up_fails_err,
 				     now);
@@ -281,11 +288,11 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 	b->up_fails_logged = false;
 	pool_log(b->svc->pool, b->health.up ? HLB_LOG_INFO : HLB_LOG_ERROR,
 		 b->health.up ? "backend up" : "backend down",
-		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s%s%s", b->svc->cfg->name,
+		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s%s%s%s", b->svc->cfg->name,
 		 backend_qname(b, qn), cause, b->health.flaps,
 		 b->health.suppressed ? " suppressed=flapping" : "",
 		 check_err_text(b->health.up ? 0 : err, why, sizeof(why)),
-		 b->health.up ? "" : check_reply_text(b, err, reply, sizeof(reply)));
+		 b->health.up ? "" : check_reply_text(b, err, reply, sizeof(reply)), hold);
 	backend_set_healthy(b, b->health.up);
 	if (b->health.up)
 		backend_ramp_start(b, now, 0);
@@ -675,6 +682,8 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 			backend_check_spread(b, now);
 		} else {
 			backend_ramp_start(b, now, 0);
+			/* a hold of passive-only health, if any, goes on */
+			b->svc->tick_all = true;
 		}
 	} else if (old == HASHLB_ADMIN_DRAIN && st == HASHLB_ADMIN_READY) {
 		backend_returns(b, now);
@@ -1151,16 +1160,27 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	uint32_t err = 0;
 
 	b->seen_run = run;
-	if (hlb_pool_backend_checked(b)) {
-		if (hlb_health_passive(&b->health, &b->svc->hp, fresh, succeeded, now)) {
+	if (hlb_pool_backend_checked(b) || hlb_pool_backend_passive_only(b)) {
+		bool held = !b->health.raw_up;
+
+		if (b->svc->cfg->health.passive &&
+		    hlb_health_passive(&b->health, &b->svc->hp, fresh, succeeded, now)) {
 			cause = "passive";
 			/* the forwarder's connect error, as a check's at connect: the down
 			 * line says it, and a check failing the same way next is none other */
 			err = atomic_load_explicit(&b->rt->connect_err, memory_order_relaxed);
 			err = err ? err_code(HLB_CHECK_AT_CONNECT, (int)err) : 0;
 		}
+		held &= !b->health.raw_up;
+		/* two changes: back where it was */
 		if (hlb_health_tick(&b->health, &b->svc->hp, now))
-			cause = cause ? NULL : "damping"; /* two changes: back where it was */
+			cause = cause ? NULL : held && b->health.raw_up ? "hold_over" : "damping";
+		if (held && b->health.raw_up) {
+			/* on trial: its failures before the hold are no run of now, and
+			 * its next one starts a run, which wakes the control thread */
+			atomic_store_explicit(&b->rt->consecutive_fail, 0, memory_order_relaxed);
+			b->seen_run = 0;
+		}
 	}
 	if (cause)
 		backend_health_changed(b, now, cause, err); /* 0 unless passive */
@@ -1658,6 +1678,10 @@ void hlb_pool_failing(struct hlb_pool *p)
 			retry_watch(s, j, 0);
 		s->tick_all = true; /* watched by the ticks until its tables have it down */
 	}
+	for (uint32_t i = 0; i < p->n_svcs; i++) { /* passive-only health counts the failures */
+		if (p->svcs[i]->hp.passive_hold_ms)
+			p->svcs[i]->tick_all = true;
+	}
 }
 
 /*
@@ -1671,6 +1695,7 @@ void hlb_pool_failing(struct hlb_pool *p)
 static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 {
 	bool again = s->cfg->health.enabled;
+	uint64_t hold_next = 0;
 
 	for (uint32_t j = 0; j < s->n_backends; j++) {
 		struct hlb_pool_backend *b = s->backends[j];
@@ -1680,9 +1705,19 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 							   memory_order_relaxed);
 		backend_tick(b, now);
 		again |= retry_watch(s, j, HLB_POOL_DEBOUNCE_MS) || b->ramp_start_ms;
+		/* passive-only: a run of failures of a backend taking clients to follow (a new
+		 * run is the worker's word: hlb_pool_failing(); one that gets no connect more
+		 * is watched as every backend is with checks on), and the first hold to end,
+		 * for pool_tick() (one in maint waits for it to leave: hlb_pool_set_admin()) */
+		if (!hlb_pool_backend_passive_only(b))
+			continue;
+		again |= b->seen_run && hlb_pool_backend_up(b);
+		if (b->health.hold_until_ms && (!hold_next || b->health.hold_until_ms < hold_next))
+			hold_next = b->health.hold_until_ms;
 	}
 	s->seen_stale = false;
 	s->tick_visits += s->n_backends;
+	s->hold_next_ms = hold_next;
 	return again;
 }
 
@@ -1695,9 +1730,9 @@ static void pool_tick(void *arg)
 		struct hlb_pool_service *s = p->svcs[i];
 
 		s->ticks++;
-		if (s->tick_all)
+		if (s->tick_all || (s->hold_next_ms && now >= s->hold_next_ms))
 			s->tick_all = service_tick_backends(s, now);
-		else
+		else if (!s->hp.passive_hold_ms) /* passive-only: each run's start wakes it */
 			s->seen_stale = true;
 		reap_drained(p, s, s->removed, &s->n_removed, now);
 		service_drop_drained(s, now);
@@ -1714,6 +1749,9 @@ static bool backend_unchecked_set_up(struct hlb_pool_backend *b, const struct ha
 				     uint64_t now)
 {
 	if (c->health.enabled || b->health.up)
+		return false;
+	/* held by passive-only health, which the new config keeps: until its hold is over */
+	if (b->health.hold_until_ms && c->health.passive && c->n_backends > 1)
 		return false;
 	backend_health_restart(b, true, now);
 	backend_set_healthy(b, true);
@@ -2197,6 +2235,11 @@ static void service_health_params(struct hlb_pool_service *s)
 	s->hp.rise = h->rise ? h->rise : 1;
 	s->hp.fall = h->fall ? h->fall : 1;
 	s->hp.half_life_ms = hlb_health_half_life(h->interval_ms, s->hp.rise, s->hp.fall);
+	/* checks off: the forwarder's failed connects alone take a backend down, for a hold;
+	 * never a service's only backend (nginx's rule): held out, it would refuse every
+	 * client for the hold though it may be back already */
+	s->hp.passive_hold_ms =
+		!h->enabled && h->passive && s->cfg->n_backends > 1 ? h->passive_hold_ms : 0;
 }
 
 /* Start every backend's checks, spread evenly over the interval. */
@@ -3126,7 +3169,8 @@ static void change_service(struct hlb_pool_service *s, const struct hashlb_servi
 	/* what the comparisons that decide what the reload redoes leave out: read as they
 	 * go (rise, fall, slow start, close_on_down), or kernel steering's (run_steer) */
 	bool checks = !checks_cfg_equal(oh, h) || oh->rise != h->rise || oh->fall != h->fall ||
-		      oh->close_on_down != h->close_on_down;
+		      oh->close_on_down != h->close_on_down || oh->passive != h->passive ||
+		      oh->passive_hold_ms != h->passive_hold_ms;
 	bool steering = old->steering != c->steering || old->steer_flows != c->steer_flows ||
 			!old->steer_interface != !c->steer_interface ||
 			(c->steer_interface && strcmp(old->steer_interface, c->steer_interface));

@@ -149,6 +149,9 @@ struct hlb_pool_service {
 	 * that finds none of these. <seen_stale>: ticks skipped the backends,
 	 * their seen_run is old. */
 	bool tick_all, seen_stale;
+	/* passive-only health: the first of its backends' holds ends then, when a tick visits
+	 * them though <tick_all> is not set; 0 = none held */
+	uint64_t hold_next_ms;
 	uint64_t ticks, tick_visits; /* the pool's ticks, and the backends they visited */
 	struct hlb_timer build_timer;
 	uint64_t last_build_ms;
@@ -357,6 +360,9 @@ uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b);
 /* Whether <b> is ready and healthy: it could take clients (a backup may
  * still be kept out of the table, and weight 0 takes none). */
 bool hlb_pool_backend_up(const struct hlb_pool_backend *b);
+/* Whether <b>'s health is the forwarder's connects alone, for a hold (hlb_health_params'
+ * passive_hold_ms): its service's checks are off, passive on, and it is not in maint. */
+bool hlb_pool_backend_passive_only(const struct hlb_pool_backend *b);
 /* Whether <b>'s health is checked: its service checks, and it is not in maint. */
 bool hlb_pool_backend_checked(const struct hlb_pool_backend *b);
 /* Whether backend <idx> of <snap> takes new clients: in its table, not
@@ -389,7 +395,9 @@ static inline const struct hlb_snapshot *hlb_pool_snapshot(const struct hlb_pool
  * A worker saw a backend start failing connects (hlb_daemon_hooks.failing):
  * a Maglev service with a failing backend that its retry table does not
  * have down yet builds one now (or at the end of its gap between builds),
- * not at the next tick. One scan of the backends per call.
+ * not at the next tick; a service with passive-only health has its
+ * backends visited by the ticks again, which count the run. One scan of
+ * the backends per call.
  */
 void hlb_pool_failing(struct hlb_pool *p);
 

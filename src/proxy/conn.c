@@ -2684,9 +2684,10 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	 * backend down at once when the local ports ran out, and kept them
 	 * down: their checks, short of a port too, are skipped), nor one that
 	 * predates the backend's health (connect_predates_verdict()). The
-	 * client is still retried elsewhere. On Maglev, the first of a run
-	 * wakes the control plane, whose retry table says where the clients
-	 * retried away from it stay (worker_failing_seen()). */
+	 * client is still retried elsewhere. The first of a run wakes the
+	 * control plane (worker_failing_seen()): on Maglev its retry table
+	 * says where the clients retried away from it stay, and with checks
+	 * off its ticks count the run (passive-only health). */
 	snap = hlb_service_snapshot(c->svc);
 	if (!hlb_local_error(-res) && !connect_predates_verdict(c, failed)) {
 		uint32_t run;
@@ -2694,7 +2695,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		/* before the count, which the control plane reads first (release) */
 		atomic_store_explicit(&failed->connect_err, c->err, memory_order_relaxed);
 		run = atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_release);
-		if (run == 0 && hashlb_table_scheme(snap->table) == HASHLB_SCHEME_MAGLEV)
+		if (run == 0)
 			worker_failing_seen(w);
 	}
 	worker_close_fd(w, c->fd[1]);

@@ -116,8 +116,8 @@ struct hlb_daemon_hooks {
 	/* Handed over, draining: the new process asks to close the connections to backend <name>
 	 * of service <svc> (hashlb ctl close). Returns how many were established. */
 	uint64_t (*close)(struct hlb_daemon *d, void *arg, const char *svc, const char *name);
-	/* A worker saw a backend of a Maglev service start failing connects
-	 * (hlb_proxy_failing_fd()): one call per burst of them. */
+	/* A worker saw a backend start failing connects (hlb_proxy_failing_fd()):
+	 * one call per burst of them. */
 	void (*failing)(struct hlb_daemon *d, void *arg);
 	/* The last hashlb this one's listening sockets were given to (GET /sockets, side by
 	 * side), or the new process of an upgrade in place before it was ready, has exited, and

@@ -58,10 +58,11 @@
  * plane reads consecutive_fail (or the deltas of the counters) to apply its
  * 'fall' rule, then publishes a snapshot with the backend down. The workers
  * read it too, on a retry only: backends whose last connect failed are
- * tried after the others, at once, not a tick and a build later. On
- * Maglev the worker whose failure starts a run (0 -> 1) also wakes the
- * control plane (hlb_proxy_failing_fd()), which builds the retry table
- * then rather than at its next tick.
+ * tried after the others, at once, not a tick and a build later. The
+ * worker whose failure starts a run (0 -> 1) also wakes the control plane
+ * (hlb_proxy_failing_fd()): on Maglev it builds the retry table then
+ * rather than at its next tick; with checks off its ticks, which skip such
+ * a service's backends otherwise, count the run (passive-only health).
  */
 #ifndef HASHLB_RUNTIME_H
 #define HASHLB_RUNTIME_H

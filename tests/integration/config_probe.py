@@ -49,7 +49,8 @@ SERVICE_WEB = [
     ("log_connections", "false"),
     ("health", [("enabled", "true"), ("interval", "2s"), ("timeout", "1s"), ("rise", "2"),
                 ("fall", "3"), ("port", "8008"), ("send", '"PING\\r\\n"'),
-                ("expect", '"+PONG"'), ("close_on_down", "false")]),
+                ("expect", '"+PONG"'), ("close_on_down", "false"), ("passive", "true"),
+                ("passive_hold", "10s")]),
     ("backends", [BACKEND_WEB1, [("name", "web-2"), ("address", "127.0.0.1:18382")]]),
 ]
 SERVICE_RING = [
@@ -87,7 +88,8 @@ LEAVES = {
     "health.enabled": ("bool",), "health.interval": (D, 10, 3600000),
     "health.timeout": (D, 1, 60000), "health.rise": (U, 1, 100), "health.fall": (U, 1, 100),
     "health.port": (U, 1, 65535), "health.send": ("bytes",), "health.expect": ("bytes",),
-    "health.close_on_down": ("bool",),
+    "health.close_on_down": ("bool",), "health.passive": ("bool",),
+    "health.passive_hold": (D, 10, 3600000),
     "backend.name": ("name",), "backend.address": ("addr",), "backend.each_address": ("bool", "needs a host name"),
     "backend.weight": (U, 0, 10000), "backend.max_connections": (U, 0, 1 << 24),
     "backend.state": ("enum",), "backend.backup": ("bool",), "backend.close_on_return": ("bool", "needs backup"),

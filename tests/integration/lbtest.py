@@ -410,11 +410,14 @@ def dead_port(hold=True):
     return port
 
 
-def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=2, listen="127.0.0.1:0"):
-    """A one-service config; <backends> is a list of (name, "host:port")."""
+def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=2, listen="127.0.0.1:0",
+           passive=False):
+    """A one-service config, checks off; <backends> is a list of (name, "host:port").
+    <passive>: passive-only health on (the default of a config with checks off); off here,
+    every backend up whatever its connects, for the tests of the forwarder's retries."""
     lines = [f"workers: {workers}", "admin: off", "services:", f"  - name: {name}",
              f"    listen: {listen}", f"    scheme: {scheme}", f"    hash_key: {key}",
-             "    health:", "      enabled: false"]
+             "    health:", "      enabled: false", f"      passive: {str(passive).lower()}"]
     lines += ["    " + l for l in extra.strip("\n").splitlines()] if extra else []
     lines.append("    backends:")
     for n, a in backends:

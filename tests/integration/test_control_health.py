@@ -145,6 +145,97 @@ def passive_failures_count_toward_fall():
         b.stop()
 
 
+PASSIVE_ONLY = "enabled: false\nfall: 3\npassive_hold: {hold}\npassive: {passive}"
+
+
+def held_out_start(hold, passive="true"):
+    """Checks off, c's server stopped, 6 of c's clients connect (each refused, retried on a
+    or b): (backends, lb, c's clients, c's port)."""
+    bs = [Backend(n) for n in "abc"]
+    lb = Lb(config([(b.name, b.addr) for b in bs], scheme="ring",
+                   health=PASSIVE_ONLY.format(hold=hold, passive=passive),
+                   extra="connect_retries: 2"))
+    clients = [client_ip(i * 31) for i in range(900)]
+    table = lb.lookup(clients)
+    mine = [c for c in clients if table[c] == "c"][:30]
+    port = bs[2].port
+    bs[2].stop()
+    served = [who(lb.addr, c) for c in mine[:6]]
+    check(all(s in ("a", "b") for s in served), f"clients of c served by others: {served}")
+    return bs, lb, mine, port
+
+
+def checks_off_a_dead_backend_is_held_out():
+    """health: {enabled: false}: a backend whose server is gone is taken out by the
+    forwarder's refused connects (fall in a row), for passive_hold, as nginx's max_fails and
+    fail_timeout do: its clients go where they stay while it is down, and pay no refused
+    connect any more. Before, it stayed up: every client of its paid a refused connect and a
+    retry, for as long as it was gone (an operator counted 153)."""
+    bs, lb, mine, _ = held_out_start("60s")
+    down = (r'level=error msg="backend down" service=t backend=c cause=passive flaps=0 '
+            r'at=connect err=ECONNREFUSED hold_ms=60000$')
+    check(lb.wait_log(down), f"c held out: {[l for l in lb.log if 'backend=c' in l]}")
+    check(lb.wait(lambda: not lb.backend("c")["in_table"]) is not None, "c out of the table")
+    check(lb.backend("c")["health"] == "down", f"its health says so: {lb.backend('c')}")
+    failed = lb.backend("c")["connect_fail"]
+    after = lb.lookup(mine)
+    served = {c: who(lb.addr, c) for c in mine}
+    check(all(served[c] == after[c] and after[c] in ("a", "b") for c in mine),
+          f"c's clients go where the table without c sends them: {served} {after}")
+    check(lb.backend("c")["connect_fail"] == failed,
+          f"none of them tried c: {lb.backend('c')['connect_fail'] - failed} refused")
+    healthy = metric_sum(lb, "hashlb_backend_healthy")
+    check(healthy == 2, f"hashlb_backend_healthy: a and b, not c: {healthy}")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs[:2]:
+        b.stop()
+
+
+def passive_false_keeps_a_dead_backend_up():
+    """health: {enabled: false, passive: false}: the opt-out, as before: a backend not checked
+    is up whatever its connects, each client of its refused and retried."""
+    bs, lb, mine, _ = held_out_start("60s", passive="false")
+    failed = lb.backend("c")["connect_fail"]
+    served = [who(lb.addr, c) for c in mine[6:]]
+    check(all(s in ("a", "b") for s in served), f"clients of c served by others: {served}")
+    check(lb.backend("c")["connect_fail"] == failed + len(served),
+          f"each refused by c: {lb.backend('c')['connect_fail'] - failed} of {len(served)}")
+    check(lb.backend("c")["in_table"] and lb.backend("c")["health"] == "up", "c stays up")
+    check(not any("backend=c" in l and "backend down" in l for l in lb.log), "no down line")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs[:2]:
+        b.stop()
+
+
+def a_held_backend_is_tried_again():
+    """Checks off: once its hold is over a held backend is up on trial
+    (`cause=hold_over`); still gone, its next refused connect takes it out again, for twice
+    the hold; once its server is back, the trial after the hold serves its clients again."""
+    bs, lb, mine, port = held_out_start("300ms")
+    c_log = lambda: [l for l in lb.log if "backend=c" in l]
+    check(lb.wait_log(r'msg="backend down" service=t backend=c cause=passive .*hold_ms=300$'),
+          f"c held out: {c_log()}")
+    up = r'msg="backend up" service=t backend=c cause=hold_over flaps=0$'
+    check(lb.wait_log(up), f"up again on trial once the hold is over: {c_log()}")
+    again = r'msg="backend down" service=t backend=c cause=passive .*hold_ms=600$'
+    for c in mine[6:]:  # a client of c on trial: refused, retried, c out again
+        check(who(lb.addr, c) in ("a", "b"), "served by another")
+        if lb.wait_log(again, timeout=1):
+            break
+    check(lb.wait_log(again), f"one refused connect on trial: held again, twice as long: "
+          f"{c_log()}")
+    bs[2] = Backend("c", port)
+    # its next trial (the hold at most 8 x 300 ms) finds it serving
+    check(lb.wait(lambda: lb.backend("c")["in_table"], timeout=20) is not None,
+          f"tried again: {c_log()}")
+    served = [who(lb.addr, c) for c in mine[:6]]
+    check(served == ["c"] * 6, f"back: its clients are its own again: {served}")
+    check(lb.backend("c")["in_table"] and lb.backend("c")["health"] == "up", "c up")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
 def passive_down_says_its_error():
     """A backend taken down by the forwarder's refused connects says why, as a check's down
     line does: `cause=passive ... at=connect err=ECONNREFUSED`; its checks refused the same way
@@ -1235,7 +1326,8 @@ def a_killed_maglev_backend_moves_its_clients_once():
         bs = {n: Backend(n) for n in "abc"}
         # a small table: the window left is its build (~1 ms at the default size, ten times
         # that under ASan)
-        lb = Lb(config([(n, b.addr) for n, b in bs.items()], health="enabled: false",
+        lb = Lb(config([(n, b.addr) for n, b in bs.items()],
+                       health="enabled: false\npassive: false",
                        extra="connect_retries: 2\ntable_size: 1021"))
         clients = [client_ip(70000 + i * 17) for i in range(2000)]
         pref = lookup(lb.path, clients)
@@ -1486,7 +1578,8 @@ def reload_storm_changing_the_checks_lets_them_end():
 
 
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
-           passive_down_says_its_error,
+           passive_down_says_its_error, checks_off_a_dead_backend_is_held_out,
+           passive_false_keeps_a_dead_backend_up, a_held_backend_is_tried_again,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
            flapping_does_not_rebuild_per_flap, flaps_never_go_back,

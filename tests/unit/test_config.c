@@ -2309,6 +2309,27 @@ static void test_close_on_down(void **state)
 	hashlb_config_free(c);
 }
 
+/* health.passive: a boolean, default true; passive_hold: a duration, default 10s (nginx's
+ * fail_timeout), 10ms..1h. */
+static void test_passive(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+
+	assert_true(c->services[0].health.passive);
+	assert_int_equal(c->services[0].health.passive_hold_ms, 10000);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    health: {enabled: false, passive: false, passive_hold: 30s}\n");
+	assert_false(c->services[0].health.passive);
+	assert_int_equal(c->services[0].health.passive_hold_ms, 30000);
+	assert_false(c->services[0].health.enabled);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    health: {passive: sometimes}\n", 7, 23,
+		     "'passive' must be true or false, found 'sometimes'");
+	expect_error(MINIMAL "    health: {passive_hold: 2h}\n", 7, 28, "'passive_hold'");
+	expect_error(MINIMAL "    health: {passive_hold: 5ms}\n", 7, 28, "'passive_hold'");
+	expect_error(MINIMAL "    passive_hold: 10s\n", 7, 5, "it belongs in a service's 'health'");
+}
+
 /* log_connections: a boolean, default false; only where hashlb sees connections end. */
 static void test_log_connections(void **state)
 {
@@ -2970,7 +2991,8 @@ static void test_settings_written_as_a_value(void **state)
 
 	expect_error(MINIMAL "    health: false\n", 7, 13,
 		     "'health' must be a mapping of its settings (enabled, interval, timeout, "
-		     "rise, fall, port, send, expect, close_on_down), found the value 'false': "
+		     "rise, fall, port, send, expect, close_on_down, passive, passive_hold), found "
+		     "the value 'false': "
 		     "to turn the checks off, write health: {enabled: false}");
 	expect_error(MINIMAL "    health: Off\n", 7, 13, "write health: {enabled: false}");
 	expect_error(MINIMAL "    health: yes\n", 7, 13,
@@ -3933,6 +3955,8 @@ static void test_full_yaml_defaults(void **state)
 	assert_int_equal(fs->health.rise, ms->health.rise);
 	assert_int_equal(fs->health.fall, ms->health.fall);
 	assert_int_equal(fs->health.close_on_down, ms->health.close_on_down);
+	assert_int_equal(fs->health.passive, ms->health.passive);
+	assert_int_equal(fs->health.passive_hold_ms, ms->health.passive_hold_ms);
 	assert_int_equal(fs->backends[0].weight, ms->backends[0].weight);
 	assert_int_equal(fs->backends[0].max_connections, ms->backends[0].max_connections);
 	assert_int_equal(fs->backends[0].admin, ms->backends[0].admin);
@@ -4204,6 +4228,7 @@ int main(void)
 		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_health_payload),
 		cmocka_unit_test(test_close_on_down),
+		cmocka_unit_test(test_passive),
 		cmocka_unit_test(test_health_port),
 		cmocka_unit_test(test_max_connection_rate),
 		cmocka_unit_test(test_log_connections),

@@ -255,6 +255,68 @@ static void test_check_errors_logged_once_per_change(void **state)
 	assert_int_equal(changes, 1);
 }
 
+/*
+ * Checks off, passive on (passive_hold_ms): <fall> failed connects in a row hold the backend
+ * down for the hold, then it is up on trial; a failure on trial takes it down again for twice
+ * as long, up to HLB_PASSIVE_HOLD_GROWTH holds; a connect that succeeds ends the trial and
+ * the growth. A trial's down is no flap (its up was only assumed).
+ */
+static void test_passive_only_holds_then_trials(void **state)
+{
+	const struct hlb_health_params pp = {
+		.rise = 2, .fall = 3, .half_life_ms = 80000, .passive_hold_ms = 1000
+	};
+	struct hlb_health h;
+	uint64_t t = 100, hold = 1000;
+
+	(void)state;
+	hlb_health_assume_up(&h, 0);
+	assert_false(hlb_health_passive(&h, &pp, 2, false, t));
+	assert_false(hlb_health_passive(&h, &pp, 0, true, t)); /* not in a row */
+	assert_false(hlb_health_passive(&h, &pp, 2, false, t));
+	assert_true(h.up);
+	assert_true(hlb_health_passive(&h, &pp, 1, false, t)); /* the third in a row */
+	assert_false(h.up);
+	assert_int_equal(h.hold_ms, 1000);
+	assert_int_equal(h.flaps, 1); /* seen up: its connect succeeded */
+	for (int i = 0; i < 6; i++) {
+		assert_false(hlb_health_tick(&h, &pp, t + hold - 1));
+		assert_false(h.up);
+		assert_true(hlb_health_tick(&h, &pp, t + hold)); /* hold over: on trial */
+		assert_true(h.up);
+		assert_true(h.trial);
+		t += hold;
+		assert_true(hlb_health_passive(&h, &pp, 1, false, t)); /* one is enough */
+		assert_false(h.up);
+		hold = hold * 2 > 8000 ? 8000 : hold * 2; /* grows, up to 8 holds */
+		assert_int_equal(h.hold_ms, hold);
+	}
+	assert_int_equal(h.flaps, 1); /* no trial's down */
+	assert_true(hlb_health_tick(&h, &pp, t + hold));
+	assert_false(hlb_health_passive(&h, &pp, 0, true, t + hold + 1)); /* served: trial over */
+	assert_false(h.trial);
+	/* up for good now: fall failures in a row again, a flap, the first hold again */
+	t += hold + 10;
+	assert_false(hlb_health_passive(&h, &pp, 2, false, t));
+	assert_true(hlb_health_passive(&h, &pp, 1, false, t));
+	assert_int_equal(h.hold_ms, 1000);
+	assert_int_equal(h.flaps, 2);
+}
+
+/* With checks on (passive_hold_ms 0), passive failures take a backend down with no hold: its
+ * checks bring it back. */
+static void test_passive_with_checks_holds_nothing(void **state)
+{
+	struct hlb_health h;
+
+	(void)state;
+	hlb_health_init(&h, true, 0);
+	assert_true(hlb_health_passive(&h, &hp, 3, false, 10));
+	assert_int_equal(h.hold_until_ms, 0);
+	assert_false(hlb_health_tick(&h, &hp, 1000000));
+	assert_false(h.up);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -268,6 +330,8 @@ int main(void)
 		cmocka_unit_test(test_first_verdict_is_no_flap),
 		cmocka_unit_test(test_checks_are_spread_over_the_interval),
 		cmocka_unit_test(test_check_errors_logged_once_per_change),
+		cmocka_unit_test(test_passive_only_holds_then_trials),
+		cmocka_unit_test(test_passive_with_checks_holds_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -68,7 +68,13 @@ static struct hashlb_config *config_new(enum hashlb_scheme scheme, uint32_t n)
 	s->table.seed = 42;
 	s->drain_timeout_ms = 30000;
 	s->health = (struct hashlb_health_cfg){
-		.enabled = false, .interval_ms = 2000, .timeout_ms = 1000, .rise = 2, .fall = 3
+		.enabled = false,
+		.interval_ms = 2000,
+		.timeout_ms = 1000,
+		.rise = 2,
+		.fall = 3,
+		.passive = true,
+		.passive_hold_ms = 10000, /* the config's defaults */
 	};
 	s->backends = calloc(n, sizeof(*s->backends));
 	s->n_backends = n;
@@ -285,6 +291,7 @@ static void test_idle_tick_visits_no_backend(void **state)
 static void big_maglev_table(struct hashlb_config *c)
 {
 	c->services[0].table.maglev_m = 65537;
+	c->services[0].health.passive = false; /* no passive-only health: the retry table alone */
 }
 
 static void test_failing_backend_tick_visits_no_backend(void **state)
@@ -318,10 +325,15 @@ static void loop_for(struct fixture *f, uint64_t ms)
 }
 
 /*
- * Connects that failed while checks were off (ticks that look at no backend) are no passive
- * failures once a reload turns checks on: only those after it count, as when each tick read
- * every backend's run.
+ * Connects that failed while checks were off, passive health too (ticks that look at no
+ * backend), are no passive failures once a reload turns checks on: only those after it count,
+ * as when each tick read every backend's run.
  */
+static void passive_off(struct hashlb_config *c)
+{
+	c->services[0].health.passive = false;
+}
+
 static void test_checks_turned_on_count_no_failure_from_before(void **state)
 {
 	struct hashlb_config *next;
@@ -330,7 +342,7 @@ static void test_checks_turned_on_count_no_failure_from_before(void **state)
 	uint64_t t0;
 
 	(void)state;
-	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	fixture_setup_readers(&f, HASHLB_SCHEME_RING, 3, 0, passive_off);
 	b = hlb_pool_backend_find(f.svc, "b1");
 	loop_for(&f, 150);
 	atomic_store(&b->rt->consecutive_fail, 5); /* fall is 3 */
@@ -2262,6 +2274,114 @@ static void test_check_errors_are_logged_once_per_change(void **state)
 	fixture_teardown(&f);
 }
 
+/* <f>: a ring service of <n> backends, checks off, passive on with a hold of <hold_ms>,
+ * its pool logging to <l>. */
+static void passive_only_pool(struct fixture *f, uint32_t n, uint32_t hold_ms, struct log_lines *l)
+{
+	memset(f, 0, sizeof(*f));
+	f->cfg = config_new(HASHLB_SCHEME_RING, n);
+	f->cfg->services[0].health.passive_hold_ms = hold_ms;
+	assert_int_equal(hlb_loop_new(&f->loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f->rcu), 0);
+	f->env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f->rcu, .log = log_capture, .arg = l
+	};
+	assert_int_equal(hlb_pool_new(f->cfg, f->loop, &f->env, &f->pool, NULL), 0);
+	f->svc = hlb_pool_service_at(f->pool, 0);
+}
+
+/* The forwarder's failures of <b>: its run now <run>, refused, as a worker counts them and
+ * wakes the control thread (hlb_pool_failing()). */
+static void forwarder_fails(struct fixture *f, struct hlb_pool_backend *b, uint32_t run)
+{
+	atomic_store(&b->rt->connect_err, ECONNREFUSED);
+	atomic_store(&b->rt->consecutive_fail, run);
+	hlb_pool_failing(f->pool);
+}
+
+/* Run <f>'s loop until <b>'s health is <up> (a hang guard of 10 s). */
+static void loop_until_health(struct fixture *f, const struct hlb_pool_backend *b, bool up)
+{
+	uint64_t end = hlb_now_ms() + 10000;
+
+	while (b->health.up != up && hlb_now_ms() < end)
+		hlb_loop_run_once(f->loop, 10);
+	assert_true(b->health.up == up);
+}
+
+/*
+ * Checks off (passive on, the default): fall failed connects in a row take a backend down for
+ * passive_hold, its clients to the others as any down backend's, then it is up again on trial,
+ * its run forgotten; one failed connect then takes it down again, for twice as long. Before, a
+ * backend whose process was gone stayed up, every client of its paying a refused connect and a
+ * retry. While it is held, the ticks visit no backend (at 1,000 as at 5).
+ */
+static void test_passive_only_holds_a_failing_backend(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 1000, 5000, &l);
+	b = hlb_pool_backend_find(f.svc, "b5");
+	tick_visits_over_ten_ticks(&f); /* the first ticks see every backend */
+	forwarder_fails(&f, b, 2);
+	tick_visits_over_ten_ticks(&f);
+	assert_true(b->health.up); /* 2 of fall 3 */
+	forwarder_fails(&f, b, 3);
+	loop_until_health(&f, b, false);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.text[0], "msg=\"backend down\" service=web backend=b5 cause=passive "
+				       "flaps=0 at=connect err=ECONNREFUSED hold_ms=5000");
+	hlb_pool_flush(f.pool);
+	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 5));
+	assert_false(atomic_load(&b->rt->healthy));
+	assert_int_equal(tick_visits_over_ten_ticks(&f), 0); /* held: nothing to watch */
+	loop_until_health(&f, b, true);
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.text[1], "msg=\"backend up\" service=web backend=b5 cause=hold_over "
+				       "flaps=0");
+	assert_true(b->health.trial);
+	assert_int_equal(atomic_load(&b->rt->consecutive_fail), 0); /* a new run next */
+	hlb_pool_flush(f.pool);
+	assert_false(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 5));
+	forwarder_fails(&f, b, 1); /* on trial: one is enough */
+	loop_until_health(&f, b, false);
+	assert_non_null(strstr(l.text[2], "cause=passive flaps=0 at=connect err=ECONNREFUSED "
+					  "hold_ms=10000"));
+	fixture_teardown(&f);
+}
+
+/*
+ * Nothing is held by its connects: a service's only backend (nginx's rule: held, it would
+ * refuse every client for the hold, though it may be back already), and any backend with
+ * passive: false, up whatever its connects as before.
+ */
+static void test_passive_only_holds_no_lone_backend_nor_with_passive_off(void **state)
+{
+	for (int passive_off = 0; passive_off < 2; passive_off++) {
+		struct log_lines l = { 0 };
+		struct hlb_pool_backend *b;
+		struct fixture f;
+
+		passive_only_pool(&f, passive_off ? 3 : 1, 2000, &l);
+		if (passive_off) { /* the same pool, passive off */
+			hlb_pool_free(f.pool);
+			f.cfg->services[0].health.passive = false;
+			assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, NULL), 0);
+			f.svc = hlb_pool_service_at(f.pool, 0);
+		}
+		b = f.svc->backends[0];
+		forwarder_fails(&f, b, 50);
+		tick_visits_over_ten_ticks(&f);
+		assert_true(b->health.up);
+		assert_int_equal(l.n, 0);
+		fixture_teardown(&f);
+	}
+	(void)state;
+}
+
 /* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
 static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
 {
@@ -2838,6 +2958,8 @@ int main(void)
 		cmocka_unit_test(test_handover_carries_slow_start),
 		cmocka_unit_test(test_reload_switches_log_connections),
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
+		cmocka_unit_test(test_passive_only_holds_a_failing_backend),
+		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
 		cmocka_unit_test(
 			test_reload_renaming_an_address_frees_the_old_name_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
