@@ -2354,6 +2354,43 @@ static void test_passive_only_holds_a_failing_backend(void **state)
 }
 
 /*
+ * A reload keeps a hold that its config keeps (passive-only health still on: the backend is
+ * no more up than before), and one that turns passive off ends it: the backend is up, and
+ * says so (cause=unchecked), as one whose checks a reload turns off.
+ */
+static void test_passive_only_hold_across_reloads(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_config *next;
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 3, 60000, &l);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	forwarder_fails(&f, b, 3);
+	loop_until_health(&f, b, false);
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].health.passive_hold_ms = 30000;
+	fixture_reload(&f, next);
+	tick_visits_over_ten_ticks(&f);
+	assert_false(b->health.up);
+	assert_false(atomic_load(&b->rt->healthy));
+	assert_int_equal(l.n, 1); /* its down line alone */
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].health.passive = false;
+	fixture_reload(&f, next);
+	assert_true(b->health.up);
+	assert_true(atomic_load(&b->rt->healthy));
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.text[1], "msg=\"backend up\" service=web backend=b1 cause=unchecked "
+				       "flaps=0");
+	hlb_pool_flush(f.pool);
+	assert_false(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 1));
+	fixture_teardown(&f);
+}
+
+/*
  * Nothing is held by its connects: a service's only backend (nginx's rule: held, it would
  * refuse every client for the hold, though it may be back already), and any backend with
  * passive: false, up whatever its connects as before.
@@ -2960,6 +2997,7 @@ int main(void)
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
 		cmocka_unit_test(test_passive_only_holds_a_failing_backend),
 		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
+		cmocka_unit_test(test_passive_only_hold_across_reloads),
 		cmocka_unit_test(
 			test_reload_renaming_an_address_frees_the_old_name_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
