@@ -2764,7 +2764,8 @@ def retry_after_a_table_change():
     black.close()
 
 def maglev_retry_goes_where_the_client_stays():
-    """On Maglev, a client whose backend refuses (not yet marked down: no checks here) is
+    """On Maglev, a client whose backend refuses (not yet marked down: no checks here, nor
+    passive health, which would take it down) is
     retried where it stays once the failing backends are down (`hashlb lookup --down`), not
     on its preference list's next backend, which differs for most of them: so marking them
     down moves none of them a second time. hashlb builds that table once it has seen them
@@ -2772,7 +2773,7 @@ def maglev_retry_goes_where_the_client_stays():
     refuses from the start, y from the second half on."""
     x, y = ("x", f"127.0.0.1:{dead_port()}"), Backend("y")
     lb = Lb(config([BACKENDS[0], x, BACKENDS[1], (y.name, y.addr), BACKENDS[2]],
-                   health="enabled: false", extra="connect_retries: 4"))
+                   health="enabled: false\npassive: false", extra="connect_retries: 4"))
     clients = [client_ip(i * 7919) for i in range(600)]
     pref = lookup(lb.path, clients)
     check(lb.service()["retry_table_for"] == [], "no retry table while no backend failed")

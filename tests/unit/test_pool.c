@@ -2500,6 +2500,26 @@ static void test_passive_down_says_the_connect_error(void **state)
 	fixture_teardown(&f);
 }
 
+/* health.passive: false with checks on: the forwarder's failed connects count toward no fall,
+ * the checks alone take a backend down. */
+static void test_passive_off_with_checks_counts_no_connect(void **state)
+{
+	struct hlb_pool_backend *b;
+	struct log_lines l = { 0 };
+	struct fixture f;
+
+	(void)state;
+	b = passive_pool(&f, &l);
+	f.cfg->services[0].health.passive = false; /* read at each tick */
+	forwarder_fails(&f, b, 50);
+	tick_visits_over_ten_ticks(&f);
+	assert_true(b->health.up);
+	assert_int_equal(l.n, 0);
+	backend_fail(b); /* fall checks */
+	assert_false(b->health.up);
+	fixture_teardown(&f);
+}
+
 /* Counts the "another error" lines; keeps the last. */
 struct err_lines {
 	uint32_t n;
@@ -2998,6 +3018,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_holds_a_failing_backend),
 		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
+		cmocka_unit_test(test_passive_off_with_checks_counts_no_connect),
 		cmocka_unit_test(
 			test_reload_renaming_an_address_frees_the_old_name_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
