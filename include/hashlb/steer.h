@@ -374,6 +374,9 @@ int hashlb_steer_flows_clear(struct hashlb_steer *s);
  * undone. The number clamped into *<ret_clamped>. 0 or -errno.
  */
 #define HASHLB_STEER_CT_AGE_MAX 0x8000u
+/* An entry seen up to this many ticks ahead of the clamp's clock is a live
+ * one (the clamp's estimate of the program's tick may lag it), never clamped. */
+#define HASHLB_STEER_CT_AHEAD 64u
 #define HASHLB_STEER_CT_AGE_EVERY 0x2000u
 int hashlb_steer_ct_age(struct hashlb_steer *s, uint32_t *ret_clamped);
 /* The same at tick <now> of the program's clock (tests). */

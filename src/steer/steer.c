@@ -3498,8 +3498,14 @@ int hashlb_steer_ct_age_at(struct hashlb_steer *s, uint16_t now, uint32_t *ret_c
 		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
 			uint16_t seen = __atomic_load_n(&s->ct[b].seen[w], __ATOMIC_RELAXED);
 
+			uint16_t age = (uint16_t)(now - seen);
+
+			/* an age just short of the wrap is a use a tick or so
+			 * ahead of this clock's idea of the program's (its
+			 * jiffies and CLOCK_MONOTONIC_COARSE agree to within a
+			 * tick): live, not to be clamped */
 			if (!__atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED) ||
-			    (uint16_t)(now - seen) <= HASHLB_STEER_CT_AGE_MAX)
+			    age <= HASHLB_STEER_CT_AGE_MAX || age > 0xffffu - HASHLB_STEER_CT_AHEAD)
 				continue;
 			/* not over a use meanwhile (the program's store of
 			 * now), nor over an insert's */

@@ -360,6 +360,18 @@ static void ct_wrap(struct hashlb_steer *s)
 		      "flow %d seen %u ticks ago changed", i, 100 + i);
 	}
 
+	/* a use a tick ahead of the clamp's clock (its estimate of the
+	 * program's tick lagging): live, not clamped to look 0x8000 old */
+	bucket_read(b, &bk);
+	bk.seen[way_of(&bk, &f[1])] = (uint16_t)(now + 1);
+	bucket_write(b, &bk);
+	CHECK(hashlb_steer_ct_age_at(s, now, &n) == 0 && n == 0,
+	      "clamped %u entries with one seen a tick ahead, want 0", n);
+	bucket_read(b, &bk);
+	CHECK(bk.seen[way_of(&bk, &f[1])] == (uint16_t)(now + 1),
+	      "an entry seen a tick ahead of the clamp's clock made %u ticks old",
+	      (uint16_t)(now - bk.seen[way_of(&bk, &f[1])]));
+
 	/* the same from a time namespace whose monotonic clock runs 0xc000
 	 * ticks ahead (its offset is no jiffy's): before, the ager read its tick
 	 * there, f[0] looked 0x5000 ticks old and the live flows 0xc000, clamped
