@@ -2321,6 +2321,7 @@ static void test_passive_only_holds_a_failing_backend(void **state)
 	struct log_lines l = { 0 };
 	struct hlb_pool_backend *b;
 	struct fixture f;
+	uint64_t visits;
 
 	(void)state;
 	passive_only_pool(&f, 1000, 5000, &l);
@@ -2337,7 +2338,14 @@ static void test_passive_only_holds_a_failing_backend(void **state)
 	hlb_pool_flush(f.pool);
 	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 5));
 	assert_false(atomic_load(&b->rt->healthy));
-	assert_int_equal(tick_visits_over_ten_ticks(&f), 0); /* held: nothing to watch */
+	/* held: nothing to watch. Ten ticks are 0.5 s of a 5 s hold; a machine that stalled
+	 * this thread past its end (the TSan build runs at nice 19 beside the sanitizer build's
+	 * tests) sees the hold's end visit it, and nothing more */
+	visits = tick_visits_over_ten_ticks(&f);
+	if (!b->health.up)
+		assert_int_equal(visits, 0);
+	else
+		assert_true(visits <= 1);
 	loop_until_health(&f, b, true);
 	assert_int_equal(l.n, 2);
 	assert_string_equal(l.text[1], "msg=\"backend up\" service=web backend=b5 cause=hold_over "
