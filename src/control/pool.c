@@ -74,6 +74,9 @@ struct hlb_pool {
 	size_t n_ho;
 	struct handover_seen *ho_seen;
 	size_t n_ho_seen;
+	/* hlb_pool_new() with a handover: the most bytes the services' tables made so far may
+	 * take, with the weights taken over (handover_table_memory()) */
+	uint64_t ho_table_bytes;
 	/* errs_budget(): the lines of this second on checks that change no health ("another
 	 * error", "backend still up"...), and those not logged since the last one that was */
 	uint64_t errs_second_ms;
@@ -2598,6 +2601,45 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 	return n;
 }
 
+/*
+ * 0 if <s>'s table, with the weights its backends took over from the hashlb this one
+ * replaces, keeps the services' tables so far within the config's table_memory (as a reload
+ * that keeps weights set at run time is kept within it, hlb_control_weights_fit()); else
+ * -E2BIG with <err> saying so at table_memory (the loader counted the config's weights
+ * only), or -ENOMEM. Before <s>'s build: a table past the cap is never made.
+ */
+static int handover_table_memory(struct hlb_pool_service *s, struct hashlb_error *err)
+{
+	struct hlb_pool *p = s->pool;
+	uint32_t *w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
+	uint64_t own;
+
+	if (!w)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		w[j] = s->backends[j]->rt->weight;
+	own = hashlb_service_cfg_weights_bytes_max(s->cfg, w);
+	free(w);
+	p->ho_table_bytes =
+		own > UINT64_MAX - p->ho_table_bytes ? UINT64_MAX : p->ho_table_bytes + own;
+	if (!p->cfg->table_memory || p->ho_table_bytes <= p->cfg->table_memory)
+		return 0;
+	if (own == UINT64_MAX)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	if (!err)
+		return -E2BIG;
+	hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+		   "with the weights set at run time in the hashlb it takes over from (service "
+		   "'%s' the last counted), the services' tables may take %" PRIu64
+		   " bytes, over table_memory %" PRIu64 "%s: raise it (0 = no cap), or set those "
+		   "weights lower there first",
+		   s->cfg->name, p->ho_table_bytes, p->cfg->table_memory,
+		   p->cfg->table_memory_pos.line ? "" : " (the default)");
+	err->line = p->cfg->table_memory_pos.line;
+	err->column = p->cfg->table_memory_pos.column;
+	return -E2BIG;
+}
+
 /* A new service with its first snapshot published; checks not started. */
 static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 		       struct hlb_pool_service **ret_svc, struct hashlb_error *err)
@@ -2659,6 +2701,10 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			backend_handover(s->backends[i], c->name);
 	}
 	s->need_full = true;
+	/* past table_memory with the weights taken over: said there, no table built */
+	ret = p->n_ho ? handover_table_memory(s, err) : 0;
+	if (ret < 0)
+		goto err_free;
 	ret = service_build(s, &snap, err);
 	if (ret < 0 && ret != -ENOMEM && p->n_ho && err) {
 		/* the config's own tables build (the loader checked them): the weights taken

@@ -2224,6 +2224,50 @@ static void test_handover_says_what_it_carried(void **state)
 }
 
 /*
+ * An upgrade in place takes over the weights set at run time, which table_memory bounds as it
+ * bounds the config's (a reload keeping them is refused past it): a new process whose config
+ * lowered table_memory, or raised a ring's vnodes, below what those weights take is refused
+ * at table_memory, no table built, the old one serving on. Before, it started with tables
+ * past its cap, though the loader had counted them within it (the config's weights).
+ */
+static void test_handover_weights_bounded_by_table_memory(void **state)
+{
+	static const char *const ho[] = {
+		"set web b1 admin=ready/ready weight=4/1 max_connections=0/0 health=up\n",
+		"set web b1 admin=ready/ready weight=0/1 max_connections=0/0 health=up\n",
+	};
+
+	for (int i = 0; i < 2; i++) {
+		struct hashlb_error err = { 0 };
+		struct fixture f = { 0 };
+		int ret;
+
+		f.cfg = config_new(HASHLB_SCHEME_RING, 3);
+		/* the config's own tables fit, to the byte */
+		f.cfg->table_memory = hashlb_service_cfg_table_bytes_max(&f.cfg->services[0]);
+		f.cfg->table_memory_pos = (struct hashlb_pos){ .line = 7, .column = 15 };
+		assert_int_equal(hlb_loop_new(&f.loop), 0);
+		assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+		f.env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f.rcu, .handover = ho[i] };
+		ret = hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, &err);
+		if (i == 0) { /* b1 at weight 4: past the cap */
+			assert_int_equal(ret, -E2BIG);
+			assert_int_equal(err.reason, HASHLB_ERR_MEMORY_CAP);
+			assert_int_equal(err.line, 7);
+			assert_int_equal(err.column, 15);
+			assert_non_null(strstr(err.msg, "weights set at run time"));
+			assert_non_null(strstr(err.msg, "over table_memory"));
+			f.pool = NULL;
+		} else { /* b1 at weight 0: within it */
+			assert_int_equal(ret, 0);
+			f.svc = hlb_pool_service_at(f.pool, 0);
+			assert_int_equal(hlb_pool_backend_find(f.svc, "b1")->rt->weight, 0);
+		}
+		fixture_teardown(&f);
+	}
+}
+
+/*
  * A backend's failing checks and a service's skipped ones say their error,
  * and again each time it changes, not per check: the checker's callbacks
  * fed as its checks would, an error flapping between two for 50 checks.
@@ -3034,6 +3078,7 @@ int main(void)
 		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
 		cmocka_unit_test(test_check_errors_are_logged_once_per_change),
 		cmocka_unit_test(test_handover_says_what_it_carried),
+		cmocka_unit_test(test_handover_weights_bounded_by_table_memory),
 		cmocka_unit_test(test_passive_down_keeps_the_checks_error),
 		cmocka_unit_test(test_passive_down_says_the_connect_error),
 		cmocka_unit_test(test_error_lines_are_bounded_for_the_pool),
