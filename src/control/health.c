@@ -94,7 +94,10 @@ static void health_fail(struct hlb_health *h, const struct hlb_health_params *p,
 		h->ok_run = 0;
 		return;
 	}
-	h->fail_run = h->fail_run + n > p->fall || h->trial ? p->fall : h->fail_run + (uint32_t)n;
+	/* on trial only while passive-only: checks turned on since decide with <fall> */
+	h->fail_run = h->fail_run + n > p->fall || (h->trial && p->passive_hold_ms)
+			      ? p->fall
+			      : h->fail_run + (uint32_t)n;
 	if (passive)
 		h->passive_run += h->fail_run - was;
 	if (h->fail_run >= p->fall)
@@ -137,6 +140,10 @@ bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p,
 
 bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
 {
+	if (!p->passive_hold_ms) { /* checks on, or passive off: no trial, no growth */
+		h->trial = false;
+		h->holds = 0;
+	}
 	if (h->hold_until_ms && (!p->passive_hold_ms || now_ms >= h->hold_until_ms)) {
 		h->hold_until_ms = 0;
 		if (p->passive_hold_ms && !h->raw_up) { /* up on trial, only assumed */

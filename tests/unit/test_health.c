@@ -303,6 +303,33 @@ static void test_passive_only_holds_then_trials(void **state)
 	assert_int_equal(h.flaps, 2);
 }
 
+/*
+ * A backend on trial after a passive-only hold, then a reload that turns the checks on
+ * (passive_hold_ms 0 from then on): its checks decide, <fall> of them failed in a row taking
+ * it down. Before, its trial went on, and the first failed check took it down.
+ */
+static void test_checks_turned_on_end_a_trial(void **state)
+{
+	const struct hlb_health_params off = {
+		.rise = 2, .fall = 3, .half_life_ms = 80000, .passive_hold_ms = 1000
+	};
+	struct hlb_health_params on = off;
+	struct hlb_health h;
+
+	(void)state;
+	on.passive_hold_ms = 0;
+	hlb_health_assume_up(&h, 0);
+	assert_true(hlb_health_passive(&h, &off, 3, false, 100)); /* held */
+	assert_true(hlb_health_tick(&h, &off, 1100)); /* on trial */
+	assert_true(h.trial);
+	/* the reload: checks on, their first one failing before any tick */
+	assert_false(hlb_health_check(&h, &on, false, 1110));
+	assert_true(h.up);
+	assert_false(hlb_health_check(&h, &on, false, 1120));
+	assert_true(hlb_health_check(&h, &on, false, 1130)); /* the third */
+	assert_false(h.up);
+}
+
 /* With checks on (passive_hold_ms 0), passive failures take a backend down with no hold: its
  * checks bring it back. */
 static void test_passive_with_checks_holds_nothing(void **state)
@@ -332,6 +359,7 @@ int main(void)
 		cmocka_unit_test(test_check_errors_logged_once_per_change),
 		cmocka_unit_test(test_passive_only_holds_then_trials),
 		cmocka_unit_test(test_passive_with_checks_holds_nothing),
+		cmocka_unit_test(test_checks_turned_on_end_a_trial),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
