@@ -484,7 +484,8 @@ def lent_short_of_memory(at):
         if os.path.exists(path):
             os.unlink(path)
     env = dict(os.environ, LD_PRELOAD=shim("grow_fail"), HLB_TEST_GROW_FAIL=arm,
-               HLB_TEST_GROW_FAIL_AT=str(at))
+               HLB_TEST_GROW_FAIL_AT=str(at),  # the shim preloaded before a sanitizer's runtime
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
     lb = Lb(head(workers=1) + service("m", port), fname=f"nomem{at}.yaml", binary=exe, env=env)
     held, queued = queue_up(lb, ("127.0.0.1", port), n)
     new_pid = None
