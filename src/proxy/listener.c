@@ -1155,13 +1155,16 @@ static void take_extra(struct hlb_proxy *p, struct hlb_listener *l, const struct
 	}
 }
 
-/* <l>, which could not get socket <ret> (-errno) of service <name>, freed: the error said. */
-static int open_failed(struct hlb_listener *l, int ret, const char *name, struct hashlb_error *err)
+/* <l>, which could not get socket <ret> (-errno) of service <name>, freed: the error said. The
+ * sockets taken over that it held went with it: <p>'s count of inh[] again. */
+static int open_failed(struct hlb_proxy *p, struct hlb_listener *l, int ret, const char *name,
+		       struct hashlb_error *err)
 {
 	char where[HASHLB_ADDR_STRLEN];
 
 	hashlb_addr_format(&l->bound, where, sizeof(where));
 	listener_free(l);
+	inh_counted(p);
 	return hashlb_listen_err(err, ret, name, where);
 }
 
@@ -1218,7 +1221,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		for (uint32_t i = 0; i < p->n_workers; i++) {
 			l->fds[i] = fcntl(in->fd, F_DUPFD_CLOEXEC, 0);
 			if (l->fds[i] < 0)
-				return open_failed(l, -errno, name, err);
+				return open_failed(p, l, -errno, name, err);
 		}
 		in->used = true;
 		l->inherited = true;
@@ -1241,7 +1244,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		/* Port 0: the first socket picks the port, the others join it. */
 		fd = listen_socket(p, (const struct sockaddr *)&l->bound, addr_len, foreign);
 		if (fd < 0)
-			return open_failed(l, fd, name, err);
+			return open_failed(p, l, fd, name, err);
 		l->fds[i] = fd;
 		if (i == 0)
 			getsockname(fd, (struct sockaddr *)&l->bound, &len);
