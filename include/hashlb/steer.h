@@ -359,6 +359,13 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
  * hashlb loaded (it counts no table's own), or -errno.
  */
 int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *ret_tstats);
+/*
+ * Zero the packets and bytes of <s>'s table (hashlb_steer_table()) in a program of several
+ * tables: what a service that takes a table another had (a service a reload removed, or the
+ * replaced hashlb's) counts starts from 0, not from that one's. 0, also where nothing counts
+ * them (a program of one table, an older hashlb's), or -errno.
+ */
+int hashlb_steer_table_stats_clear(struct hashlb_steer *s);
 
 /* Empty the conntrack table (tests). */
 int hashlb_steer_flows_clear(struct hashlb_steer *s);

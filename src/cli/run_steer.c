@@ -704,6 +704,25 @@ static void tables_unserved(struct run_steer *rs, struct run_steer_svc *e)
 }
 
 /*
+ * <e>'s table, taken by table_free() (not its VIP's), was another service's: one a reload
+ * removed, or the replaced or killed hashlb's. Its packets and bytes (hlb_tstats) start from
+ * 0, not from that one's: before, the new service's packets_total began at them. Again once
+ * that one's VIPs have left it (vips_stale): packets to them meanwhile were that one's.
+ */
+static void table_taken(struct run_steer_svc *e)
+{
+	struct hashlb_error err = { 0 };
+	int ret = hashlb_steer_table_stats_clear(e->steer);
+
+	if (ret < 0) {
+		hashlb_err(&err, ret, HASHLB_ERR_SYSTEM, "zeroing its table's counters: %s",
+			   strerror(-ret));
+		log_error("kernel steering: its counters start from another service's", e->name,
+			  &err);
+	}
+}
+
+/*
  * <e> steered by a table of the program <other> has on its interface: the
  * one its VIP has there (a program taken over from the hashlb an upgrade
  * replaces), else the first no service uses. One loaded for a service alone
@@ -761,6 +780,8 @@ static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run
 		int ret = hashlb_steer_share(other->steer, (uint32_t)t, &e->steer, err);
 
 		e->vips_stale = ret == 0 && hashlb_steer_table_serves(e->steer, (uint32_t)t);
+		if (ret == 0)
+			table_taken(e);
 		return ret;
 	}
 	return hashlb_err(
@@ -1048,14 +1069,18 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			int t = hashlb_steer_tables(e->steer) > 1
 					? hashlb_steer_vip_table(e->steer, &e->vip)
 					: -ENOENT;
+			bool taken = false;
 
 			if (t == -ENOENT && hashlb_steer_tables(e->steer) > 1) {
 				t = table_free(rs, e, e->steer);
+				taken = t >= 0;
 				e->vips_stale =
 					t >= 0 && hashlb_steer_table_serves(e->steer, (uint32_t)t);
 			}
 			if (t >= 0)
 				hashlb_steer_use_table(e->steer, (uint32_t)t);
+			if (taken)
+				table_taken(e);
 			e->held = strcmp(from, "upgrade") == 0 && !rs->old_stopped;
 			hashlb_steer_set_keep(e->steer, false);
 			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
@@ -1205,6 +1230,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			goto out;
 		}
 		e->vips_stale = false;
+		table_taken(e);
 	}
 	e->published = false;
 	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,

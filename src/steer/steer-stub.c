@@ -171,6 +171,11 @@ int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *r
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_table_stats_clear(struct hashlb_steer *s)
+{
+	return -EOPNOTSUPP;
+}
+
 int hashlb_steer_flows_clear(struct hashlb_steer *s)
 {
 	return -EOPNOTSUPP;

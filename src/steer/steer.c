@@ -2468,6 +2468,25 @@ static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *
 	return ret;
 }
 
+/* Table <table>'s entry of hlb_tstats (map <fd>): <v> on CPU 0, 0 on the others, the sum
+ * hashlb_steer_tables_stats() reads being <v>. 0 or -errno. */
+static int tstats_set(int fd, uint32_t table, const struct hlb_steer_tstats *v)
+{
+	int ncpu = libbpf_num_possible_cpus(), ret = 0;
+	struct hlb_steer_tstats *per;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	per = calloc((size_t)ncpu, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	per[0] = *v;
+	if (bpf_map_update_elem(fd, &table, per, BPF_ANY) < 0)
+		ret = -errno;
+	free(per);
+	return ret;
+}
+
 /*
  * Table 0's own counters in <g>'s program (of several tables, not attached
  * yet) start at the packets and bytes of <s>'s (of one table: they are
@@ -2477,25 +2496,25 @@ static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *
  */
 static int tstats_seed(struct hashlb_steer *s, const struct hashlb_steer *g)
 {
-	int ncpu = libbpf_num_possible_cpus(), ret = 0;
-	struct hlb_steer_tstats *per;
 	struct hlb_steer_stats st;
-	uint32_t zero = 0;
+	struct hlb_steer_tstats v;
+	int ret;
 
-	if (ncpu <= 0)
-		return ncpu < 0 ? ncpu : -EINVAL;
 	ret = hashlb_steer_stats(s, &st);
 	if (ret < 0)
 		return ret;
-	per = calloc((size_t)ncpu, sizeof(*per));
-	if (!per)
-		return -ENOMEM;
-	per[0].packets = st.packets;
-	per[0].bytes = st.bytes;
-	if (bpf_map_update_elem(g->fd[M_TSTATS], &zero, per, BPF_ANY) < 0)
-		ret = -errno;
-	free(per);
-	return ret;
+	v.packets = st.packets;
+	v.bytes = st.bytes;
+	return tstats_set(g->fd[M_TSTATS], 0, &v);
+}
+
+int hashlb_steer_table_stats_clear(struct hashlb_steer *s)
+{
+	const struct hlb_steer_tstats zero = { 0 };
+
+	if (s->tables < 2 || s->fd[M_TSTATS] < 0)
+		return 0;
+	return tstats_set(s->fd[M_TSTATS], s->table, &zero);
 }
 
 /* <g>'s program attached where <s>'s is, in its place, at once: each packet

@@ -2302,7 +2302,9 @@ def shared_flows(topo, servers):
     line), each beside the interface's 14 (interface_conntrack_entries, "interface_flows":
     hashlb steer --stats' flows), and hashlb steer -i eth0 --stats (text and --json) shows each
     table's entries, web's 10 and api's 4; once a reload removes api, whose entries leave with
-    its VIP, web still counts its 10, the interface 10, and --stats api's table 0. Before, each
+    its VIP, web still counts its 10, the interface 10, and --stats api's table 0; api added again
+    (on the table it left) counts its packets and bytes from 0 (before, from the removed api's).
+    Before, each
     service showed the program's 14, and summing them counted each entry once per service; and
     --stats showed the program's 14 alone."""
     import test_frames as F
@@ -2423,6 +2425,24 @@ def shared_flows(topo, servers):
               f"--stats' of each table {st.get('table_flows')}")
         print(f"shared_flows: api removed: web's entries, the interface's, api's {after}",
               flush=True)
+        # api added again takes the table it left (the first no service has): its packets and
+        # bytes start from 0, then count its own (before, from the 4 the removed api had)
+        d.reload_edit(web, web + api, "service=api generation=",
+                      "shared_flows: reload adding api again")
+        m = scrape(d)
+        again = (own("api", "packets_total"), own("api", "bytes_total"))
+        st = steer_stats(topo)
+        tp = (st.get("table_packets") or [None, None])[1]
+        abytes2 = sum(f.send(0x86DD, F.ipv6("fd13::9", T.VIP6, 6, F.tcp(sp, b"SHARED-API2")))
+                      for sp in range(46200, 46203))
+        got2 = f.forwarded([b"SHARED-API2"])
+        m = scrape(d)
+        then = (own("api", "packets_total"), own("api", "bytes_total"))
+        check(again == (0, 0) and tp == 0 and got2 and then == (3, abytes2),
+              f"shared_flows: api added again on the table it left: (packets, bytes) {again}, "
+              f"--stats' table_packets {st.get('table_packets')}, want 0; after 3 frames "
+              f"({abytes2} bytes, to {sorted(got2)}) {then}")
+        print(f"shared_flows: api added again: {again}, then {then}", flush=True)
     finally:
         if f:
             f.close()
