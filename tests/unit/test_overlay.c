@@ -1222,6 +1222,176 @@ static void test_reload_mid_flap_keeps_its_return(void **state)
 	test_backends_free(&b);
 }
 
+/* A config of chain_step()'s: at most CHAIN_N backends, names from a counter. */
+#define CHAIN_N 7
+#define CHAIN_LIVE 5
+struct chain_cfg {
+	uint32_t n;
+	char names[CHAIN_N][12];
+	uint32_t w[CHAIN_N];
+	bool down[CHAIN_N];
+};
+
+static void chain_specs(const struct chain_cfg *c, struct hashlb_backend_spec *b)
+{
+	for (uint32_t i = 0; i < c->n; i++) {
+		b[i].name = c->names[i];
+		b[i].weight = c->w[i];
+		b[i].down = c->down[i];
+	}
+}
+
+/* <t> (a chain's) as the build of <c>: effective slots or points, fingerprint, the backends
+ * present (a preference list of them all); of the bytes it holds, no more shared with
+ * <other> (the table it came from) than it holds. */
+static void chain_check(const struct hashlb_table *t, const struct chain_cfg *c,
+			enum hashlb_scheme scheme, uint32_t param, const struct hashlb_table *other)
+{
+	struct hashlb_backend_spec b[CHAIN_N];
+	struct hashlb_table_view v, w;
+	struct hashlb_table *built;
+	uint32_t idx[CHAIN_N];
+	uint64_t ks = 5;
+
+	chain_specs(c, b);
+	built = test_build(scheme, param, 9, b, c->n);
+	hashlb_table_view(t, &v);
+	hashlb_table_view(built, &w);
+	if (scheme == HASHLB_SCHEME_MAGLEV) {
+		assert_memory_equal(v.slots, w.slots, (size_t)v.m * sizeof(*v.slots));
+	} else {
+		assert_int_equal(v.n_points, w.n_points);
+		assert_memory_equal(v.pos, w.pos, (size_t)v.n_points * sizeof(*v.pos));
+		assert_memory_equal(v.owner, w.owner, (size_t)v.n_points * sizeof(*v.owner));
+	}
+	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(built));
+	for (int k = 0; k < 8; k++) {
+		uint64_t h = test_next_key(&ks);
+
+		assert_int_equal(hashlb_table_preference(t, h, idx, CHAIN_N),
+				 hashlb_table_preference(built, h, idx, CHAIN_N));
+	}
+	if (other)
+		assert_true(hashlb_table_bytes_shared(t, other) <= hashlb_table_bytes(t));
+	hashlb_table_free(built);
+}
+
+/* <c> changed as a reload may change it (a backend added, removed, reweighted, moved in the
+ * order, one of weight 0 renamed) and some backends' health flipped; <reload> false: health
+ * alone. */
+static void chain_step(struct chain_cfg *c, uint64_t *rs, bool reload, uint32_t *names)
+{
+	uint32_t x = (uint32_t)(test_next_key(rs) % c->n), y;
+	struct chain_cfg o = *c;
+
+	switch (reload ? test_next_key(rs) % 6 : 5) {
+	case 0: /* added last: of weight 0 (no slot) or not */
+		if (c->n == CHAIN_N)
+			break;
+		snprintf(c->names[c->n], sizeof(c->names[0]), "c-%u", (*names)++);
+		c->w[c->n] = (uint32_t)(test_next_key(rs) % 3);
+		c->down[c->n] = false;
+		c->n++;
+		break;
+	case 1: /* removed */
+		if (c->n < 3)
+			break;
+		c->n--;
+		for (uint32_t i = x; i < c->n; i++) {
+			memcpy(c->names[i], o.names[i + 1], sizeof(c->names[0]));
+			c->w[i] = o.w[i + 1];
+			c->down[i] = o.down[i + 1];
+		}
+		break;
+	case 2:
+		c->w[x] = (uint32_t)(test_next_key(rs) % 4);
+		break;
+	case 3: /* two swapped in the order */
+		y = (uint32_t)(test_next_key(rs) % c->n);
+		memcpy(c->names[x], o.names[y], sizeof(c->names[0]));
+		memcpy(c->names[y], o.names[x], sizeof(c->names[0]));
+		c->w[x] = o.w[y], c->w[y] = o.w[x];
+		c->down[x] = o.down[y], c->down[y] = o.down[x];
+		break;
+	case 4: /* one of weight 0 renamed: the indices of those that take turns kept */
+		if (!c->w[x])
+			snprintf(c->names[x], sizeof(c->names[0]), "c-%u", (*names)++);
+		break;
+	default:
+		break;
+	}
+	for (uint32_t i = 0; i < c->n; i++)
+		if (test_next_key(rs) % 4 == 0)
+			c->down[i] = !c->down[i];
+}
+
+/*
+ * Chains of health changes and reloads (hashlb_table_with_down(), hashlb_table_rebuild()),
+ * each from one of a few tables alive, each freeing another (the one it came from, often):
+ * every table is the build of its config, however its slot arrays or points are shared with
+ * the tables before it and whichever of them was freed first (ASan builds check that none
+ * is read after its free), its fingerprint and backends present too, which a shared Maglev
+ * array keeps for every table that holds it.
+ */
+static void test_random_chains_equal_builds(void **state)
+{
+	uint32_t names = 0;
+	uint64_t rs = 1;
+
+	for (size_t s = 0; s < 2; s++) {
+		uint32_t param = schemes[s] == HASHLB_SCHEME_MAGLEV ? 251 : 4;
+
+		for (int chain = 0; chain < 40; chain++) {
+			struct hashlb_table *live[CHAIN_LIVE] = { NULL };
+			struct chain_cfg cfg[CHAIN_LIVE] = { 0 }, c = { 0 };
+			struct hashlb_backend_spec b[CHAIN_N];
+
+			c.n = 2 + (uint32_t)(test_next_key(&rs) % 4);
+			for (uint32_t i = 0; i < c.n; i++) {
+				snprintf(c.names[i], sizeof(c.names[0]), "c-%u", names++);
+				c.w[i] = 1 + (uint32_t)(test_next_key(&rs) % 3);
+			}
+			chain_specs(&c, b);
+			live[0] = test_build(schemes[s], param, 9, b, c.n);
+			cfg[0] = c;
+			for (int step = 0; step < 40; step++) {
+				uint32_t from = (uint32_t)(test_next_key(&rs) % CHAIN_LIVE), to;
+				bool reload = test_next_key(&rs) % 3 == 0;
+				struct hashlb_table *t = NULL;
+				uint32_t w = 0;
+				int r;
+
+				while (!live[from])
+					from = (from + 1) % CHAIN_LIVE;
+				c = cfg[from];
+				chain_step(&c, &rs, reload, &names);
+				for (uint32_t i = 0; i < c.n; i++)
+					w += c.w[i];
+				if (!w) /* no table: refused */
+					continue;
+				chain_specs(&c, b);
+				r = reload ? hashlb_table_rebuild(live[from], b, c.n, &t, NULL)
+					   : hashlb_table_with_down(live[from], c.down, &t, NULL);
+				assert_int_equal(r, 0);
+				chain_check(t, &c, schemes[s], param, live[from]);
+				/* the one it came from as often as another */
+				to = test_next_key(&rs) % 2
+					     ? from
+					     : (uint32_t)(test_next_key(&rs) % CHAIN_LIVE);
+				hashlb_table_free(live[to]);
+				live[to] = t;
+				cfg[to] = c;
+				for (uint32_t i = 0; i < CHAIN_LIVE; i++)
+					if (live[i])
+						chain_check(live[i], &cfg[i], schemes[s], param,
+							    NULL);
+			}
+			for (uint32_t i = 0; i < CHAIN_LIVE; i++)
+				hashlb_table_free(live[i]);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1243,6 +1413,7 @@ int main(void)
 		cmocka_unit_test(test_down_same_is_a_copy),
 		cmocka_unit_test(test_reload_mid_flap_keeps_its_return),
 		cmocka_unit_test(test_two_flappers_return_minimally),
+		cmocka_unit_test(test_random_chains_equal_builds),
 	};
 
 	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);
