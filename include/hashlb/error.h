@@ -49,7 +49,8 @@ int hashlb_verr(struct hashlb_error *err, int ret, enum hashlb_err_reason reason
 /*
  * <src> into <dst> (<size> bytes): whole if it fits; else, if that is enough,
  * its longest value in single quotes cut in its middle ("'bbb...bbb'", at UTF-8
- * characters), the rest whole, so that what a message says before and after a
+ * characters, and between the escapes a config error writes, never in one: \u200b,
+ * \x01, \n), the rest whole, so that what a message says before and after a
  * long quoted value is kept ("backend name '...' must be 1 to 255 bytes ...":
  * the middle of the message cut, as before, lost the rule); else its start
  * and its end joined by "...".

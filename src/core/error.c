@@ -45,16 +45,56 @@ static size_t longest_quoted(const char *src, size_t len, size_t *ret_at)
 	return best;
 }
 
+static bool hex_digits(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* The length of the escape a config error writes for a byte it cannot show (config.c's
+ * one_line(): \n \t \r, \xHH, \uHHHH) at <s>, of the <n> bytes left; 0 if none is there. */
+static size_t escape_len(const char *s, size_t n)
+{
+	if (n < 2 || s[0] != '\\')
+		return 0;
+	if (s[1] == 'n' || s[1] == 't' || s[1] == 'r')
+		return 2;
+	if (s[1] == 'x' && n >= 4 && hex_digits(s + 2, 2))
+		return 4;
+	if (s[1] == 'u' && n >= 6 && hex_digits(s + 2, 4))
+		return 6;
+	return 0;
+}
+
+/* Where the escape <at> is within (of <src>'s <n> bytes) starts, or <at> if it is within none:
+ * the nearest backslash before it, an escape's body holding none. */
+static size_t escape_start(const char *src, size_t n, size_t at)
+{
+	for (size_t b = at; b-- > 0 && at - b < 6;) {
+		if (src[b] == '\\')
+			return at < b + escape_len(src + b, n - b) ? b : at;
+	}
+	return at;
+}
+
 /* <n> bytes of <src> joined by "..." from its <head> first and its <tail> last, into <dst>;
- * each end cut back to a UTF-8 character's start. Returns the bytes written. */
+ * each end cut back to a UTF-8 character's start, and out of an escape (escape_len(): a cut
+ * in one left "\u20..." and "...b", a 'b' the value does not hold). Returns the bytes
+ * written. */
 static size_t cut_join(char *dst, const char *src, size_t n, size_t head, size_t tail)
 {
-	size_t from = n - tail;
+	size_t from = n - tail, b;
 
 	while (from < n && ((unsigned char)src[from] & 0xc0) == 0x80)
 		from++;
+	b = escape_start(src, n, from);
+	if (b != from)
+		from = b + escape_len(src + b, n - b);
 	while (head && ((unsigned char)src[head] & 0xc0) == 0x80)
 		head--;
+	head = escape_start(src, n, head);
 	memcpy(dst, src, head);
 	memcpy(dst + head, "...", 3);
 	memcpy(dst + head + 3, src + from, n - from);

@@ -440,6 +440,52 @@ static void test_long_name_keeps_the_rule(void **state)
 }
 
 /*
+ * A quoted value cut to fit is cut between the escapes its error writes for what it cannot
+ * show (\u200b, \x01), never inside one: a cut in "\u200b" left "\u20..." before the cut and
+ * "...b" after it, a 'b' the key does not hold. Each place of the cut is tried (the key after
+ * 0 to 5 bytes of 'a').
+ */
+static void test_cut_keeps_escapes_whole(void **state)
+{
+	/* YAML's escapes, in a double-quoted key, are the error's */
+	static const char *const shown[] = { "\\u200b", "\\x01" };
+
+	for (int e = 0; e < 2; e++) {
+		size_t w = strlen(shown[e]);
+
+		for (int off = 0; off < (int)w; off++) {
+			char yaml[2048], key[1024] = "", *value, *dots, *end;
+			struct hashlb_config *c = NULL;
+			struct hashlb_error err = { 0 };
+
+			memset(key, 'a', (size_t)off);
+			key[off] = '\0';
+			for (int i = 0; i < 70; i++)
+				strcat(key, shown[e]);
+			snprintf(yaml, sizeof(yaml), MINIMAL "    \"%s\": 1\n", key);
+			assert_int_equal(
+				hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &err),
+				-EINVAL);
+			value = strstr(err.msg, "unknown key '");
+			assert_non_null(value);
+			value += strlen("unknown key '") + off;
+			dots = strstr(value, "...");
+			end = strstr(value, "' in service");
+			if (!dots || !end || dots > end)
+				fail_msg("%s: no cut in the key: %s", shown[e], err.msg);
+			for (char *p = value; p < dots; p += w)
+				if (dots - p < (long)w || strncmp(p, shown[e], w))
+					fail_msg("cut %d: '%.*s' before the cut: %s", off,
+						 (int)(dots - p), p, err.msg);
+			for (char *p = dots + 3; p < end; p += w)
+				if (end - p < (long)w || strncmp(p, shown[e], w))
+					fail_msg("cut %d: '%.*s' after the cut: %s", off,
+						 (int)(end - p), p, err.msg);
+		}
+	}
+}
+
+/*
  * HASHLB_LOAD_ADMIN_ONLY (hashlb ctl -c) reads the admin key of a file whose
  * other keys have errors, and refuses an admin key it cannot read.
  */
@@ -4193,6 +4239,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_long_quote_keeps_the_end),
 		cmocka_unit_test(test_long_name_keeps_the_rule),
+		cmocka_unit_test(test_cut_keeps_escapes_whole),
 		cmocka_unit_test(test_admin_only),
 		cmocka_unit_test(test_admin_only_before_a_syntax_error),
 		cmocka_unit_test(test_admin_only_before_a_bad_byte),
