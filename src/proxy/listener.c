@@ -1241,6 +1241,16 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 			l->n_taken++;
 			continue;
 		}
+		/* The service manager's socket handed on (copies of one socket, fds_shared()), to
+		 * more workers than the old process had: a descriptor of it each, as for one the
+		 * manager passed. Bound without SO_REUSEPORT, it refused the socket a worker bound
+		 * of its own beside it, and the upgrade in place that raised workers failed. */
+		if (i >= 2 && one_socket(l->fds[0], l->fds[1])) {
+			l->fds[i] = fcntl(l->fds[0], F_DUPFD_CLOEXEC, 0);
+			if (l->fds[i] < 0)
+				return open_failed(l, -errno, name, err);
+			continue;
+		}
 		/* Port 0: the first socket picks the port, the others join it. */
 		fd = listen_socket(p, (const struct sockaddr *)&l->bound, addr_len, foreign);
 		if (fd < 0)

@@ -1284,6 +1284,40 @@ def passed_socket_removed_and_added_back_after_an_upgrade():
         upgraded_one_stops(p, new_pid, lsock)
 
 
+def passed_socket_kept_by_an_upgrade_that_adds_workers():
+    """An upgrade in place to more workers than the old process had, with a service on the
+    service manager's socket: each new worker accepts on that socket, a descriptor of it each,
+    as the process the manager started would. Before, the new process took the copies the old
+    one handed on (one a worker, two at least) and bound a socket of its own for each worker
+    more, which the manager's socket, bound there without SO_REUSEPORT, refused ("another
+    process listens there"): the upgrade failed, the old process serving on."""
+    for old, new in ((1, 3), (2, 4)):
+        lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
+        port = lsock.getsockname()[1]
+        text = config(BACKENDS, name="web", listen=f"127.0.0.1:{port}", workers=old)
+        path = tmpfile(f"activated-workers-{old}.yaml", text)
+        p, log = activated(path, lsock)
+        new_pid = None
+        try:
+            serves_on_the_passed_socket(log, port)
+            with open(path, "w") as f:
+                f.write(text.replace(f"workers: {old}", f"workers: {new}"))
+            new_pid = sigusr2_new_pid(p, log)
+            if not new_pid:  # the old one serves on
+                check(False, f"workers {old} to {new}: upgraded: "
+                             f"{[l for l in log if 'error' in l][-2:]}")
+                continue
+            check(p.wait(20) == 0, f"workers {old} to {new}: the old one exited 0")
+            ino = os.fstat(lsock.fileno()).st_ino
+            copies = sum(os.readlink(f"/proc/{new_pid}/fd/{fd}") == f"socket:[{ino}]"
+                         for fd in os.listdir(f"/proc/{new_pid}/fd"))
+            check(copies >= new, f"workers {old} to {new}: a descriptor of the manager's "
+                                 f"socket for each worker: {copies}")
+            serves_on_the_managers_socket(new_pid, lsock, port, f"workers {new} serve")
+        finally:
+            upgraded_one_stops(p, new_pid, lsock)
+
+
 def reloaded_to(pid, log, path, text, what):
     """Config <path> rewritten as <text>, hashlb <pid> (its log <log>) reloaded: it says so."""
     with open(path, "w") as f:
@@ -1536,6 +1570,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_in_the_other_family_is_used,
            passed_socket_removed_and_added_back_after_an_upgrade,
            passed_socket_unused_then_added_after_an_upgrade,
+           passed_socket_kept_by_an_upgrade_that_adds_workers,
            passed_socket_held_off_the_connection_cap,
            passed_socket_outlives_a_worker_failure_after_an_upgrade,
            passed_socket_of_one_worker_outlives_a_worker_failure_after_an_upgrade,
