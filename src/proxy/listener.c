@@ -1248,7 +1248,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		if (i >= 2 && one_socket(l->fds[0], l->fds[1])) {
 			l->fds[i] = fcntl(l->fds[0], F_DUPFD_CLOEXEC, 0);
 			if (l->fds[i] < 0)
-				return open_failed(l, -errno, name, err);
+				return open_failed(p, l, -errno, name, err);
 			continue;
 		}
 		/* Port 0: the first socket picks the port, the others join it. */
