@@ -2471,6 +2471,34 @@ static void test_passive_only_holds_no_lone_backend_nor_with_passive_off(void **
 	(void)state;
 }
 
+/*
+ * Passive-only health damps a flapping backend as checks do: its third down in a short while
+ * holds it down past its hold, until its penalty decays. The ticks then let it up: before, they
+ * stopped visiting the service once its hold was over, and it stayed down for good.
+ */
+static void test_passive_only_flapping_backend_comes_back(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 3, 100, &l);
+	f.svc->hp.half_life_ms = 200; /* the penalty decays in a test's time */
+	b = hlb_pool_backend_find(f.svc, "b1");
+	loop_for(&f, 150);
+	b->health.assumed = false; /* seen up: a connect succeeded */
+	b->health.penalty = 2.0; /* two flaps just before */
+	b->health.penalty_ms = hlb_now_ms();
+	forwarder_fails(&f, b, 3);
+	loop_until_health(&f, b, false);
+	assert_true(b->health.suppressed);
+	loop_until_health(&f, b, true); /* hold over, penalty decayed: up */
+	assert_false(b->health.suppressed);
+	assert_non_null(strstr(l.text[l.n - 1], "msg=\"backend up\" service=web backend=b1"));
+	fixture_teardown(&f);
+}
+
 /* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
 static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
 {
@@ -3069,6 +3097,7 @@ int main(void)
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
 		cmocka_unit_test(test_passive_only_holds_a_failing_backend),
 		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
+		cmocka_unit_test(test_passive_only_flapping_backend_comes_back),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
 		cmocka_unit_test(test_passive_off_with_checks_counts_no_connect),
 		cmocka_unit_test(
