@@ -685,7 +685,11 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 			backend_check_spread(b, now);
 		} else {
 			backend_ramp_start(b, now, 0);
-			/* a hold of passive-only health, if any, goes on */
+			/* its flap damping forgotten, as a checked one's (one held down for
+			 * flapping is back once its hold is over: the next tick says it); a
+			 * hold of passive-only health, if any, goes on */
+			b->health.penalty = 0.0;
+			b->health.suppressed = false;
 			b->svc->tick_all = true;
 		}
 	} else if (old == HASHLB_ADMIN_DRAIN && st == HASHLB_ADMIN_READY) {

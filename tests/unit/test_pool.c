@@ -2499,6 +2499,36 @@ static void test_passive_only_flapping_backend_comes_back(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * Passive-only health, a backend held down for flapping: maint then ready takes it back once its
+ * hold is over, without waiting for the decay (about 100 s), as with checks on (docs/control.md,
+ * "Flap damping"). Before, leaving maint forgot the damping of a checked backend only.
+ */
+static void test_passive_only_maint_then_ready_releases_a_flapping_backend(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 3, 100, &l);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	loop_for(&f, 150);
+	b->health.assumed = false; /* seen up: a connect succeeded */
+	b->health.penalty = 2.0; /* two flaps just before */
+	b->health.penalty_ms = hlb_now_ms();
+	forwarder_fails(&f, b, 3);
+	loop_until_health(&f, b, false);
+	assert_true(b->health.suppressed);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_MAINT), 0);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_READY), 0);
+	assert_false(b->health.suppressed);
+	assert_int_equal(b->health.flaps, 1); /* a counter: kept */
+	loop_until_health(&f, b, true); /* its hold over: on trial */
+	assert_true(b->health.trial);
+	fixture_teardown(&f);
+}
+
 /* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
 static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
 {
@@ -3098,6 +3128,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_holds_a_failing_backend),
 		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
 		cmocka_unit_test(test_passive_only_flapping_backend_comes_back),
+		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
 		cmocka_unit_test(test_passive_off_with_checks_counts_no_connect),
 		cmocka_unit_test(
