@@ -1149,6 +1149,25 @@ void hlb_pool_flush_resolve(struct hlb_pool *p, struct hlb_pool_moved *ret_moved
 
 /* ---- the tick: passive failures, flap decay, slow start, drained backends ---- */
 
+/*
+ * Whether a backend of <b>'s service other than <b> takes clients (a backup too: with every
+ * primary out, it does). Passive-only health holds out no service's last one (as its only
+ * one): with every backend dead at once, held out, they would refuse every client for up to
+ * 8 holds, though the first may be back already, where trying it costs a refused connect.
+ */
+static bool service_others_take_clients(const struct hlb_pool_backend *b)
+{
+	const struct hlb_pool_service *s = b->svc;
+
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		const struct hlb_pool_backend *o = s->backends[j];
+
+		if (o != b && hlb_pool_backend_up(o) && o->rt->weight)
+			return true;
+	}
+	return false;
+}
+
 static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 {
 	/* every backend every tick: only its run of failed connects, not the
@@ -1167,6 +1186,10 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	uint32_t err = 0;
 
 	b->seen_run = run;
+	/* passive-only: the last backend taking clients is held out by none of its failures */
+	if (fresh && hlb_pool_backend_passive_only(b) && hlb_pool_backend_up(b) &&
+	    !service_others_take_clients(b))
+		fresh = 0;
 	if (hlb_pool_backend_checked(b) || hlb_pool_backend_passive_only(b)) {
 		bool held = !b->health.raw_up;
 

@@ -2529,6 +2529,41 @@ static void test_passive_only_maint_then_ready_releases_a_flapping_backend(void 
 	fixture_teardown(&f);
 }
 
+/*
+ * Passive-only health never holds out the last backend of a service that takes clients: with
+ * every one of them dead at once, the last one left stays up, its failures counting for nothing,
+ * so that the first to come back serves its clients at once rather than refuse all of them for
+ * up to 8 holds (the rule that keeps a service's only backend up, and Envoy's ejection cap).
+ * Once another takes clients again (its hold over), its failures count again.
+ */
+static void test_passive_only_keeps_the_last_backend_up(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *a, *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 2, 60000, &l);
+	a = f.svc->backends[0];
+	b = f.svc->backends[1];
+	loop_for(&f, 150);
+	forwarder_fails(&f, a, 3);
+	loop_until_health(&f, a, false);
+	forwarder_fails(&f, b, 3);
+	loop_for(&f, 60); /* a tick */
+	assert_true(b->health.up); /* the last one up */
+	forwarder_fails(&f, b, 10);
+	loop_for(&f, 60);
+	assert_true(b->health.up);
+	a->health.hold_until_ms = f.svc->hold_next_ms = hlb_now_ms(); /* a's hold over */
+	loop_until_health(&f, a, true); /* on trial */
+	assert_true(b->health.up);
+	forwarder_fails(&f, b, 13); /* three more: b down, a up */
+	loop_until_health(&f, b, false);
+	assert_true(a->health.up);
+	fixture_teardown(&f);
+}
+
 /* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
 static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
 {
@@ -3128,6 +3163,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_holds_a_failing_backend),
 		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
 		cmocka_unit_test(test_passive_only_flapping_backend_comes_back),
+		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
 		cmocka_unit_test(test_passive_off_with_checks_counts_no_connect),
