@@ -1168,6 +1168,15 @@ static bool service_others_take_clients(const struct hlb_pool_backend *b)
 	return false;
 }
 
+/* The clients <b> has been connected to, by every worker. */
+static uint64_t backend_served(const struct hlb_pool_backend *b)
+{
+	struct hlb_backend_counters c;
+
+	hlb_backend_counters_read(b->rt, &c);
+	return c.total;
+}
+
 static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 {
 	/* every backend every tick: only its run of failed connects, not the
@@ -1186,6 +1195,10 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	uint32_t err = 0;
 
 	b->seen_run = run;
+	/* on trial, its run was 0: a connect that succeeded left it so, and only the count of
+	 * clients served tells it (read at its failure, not at each tick) */
+	if (fresh && !succeeded && b->health.trial && backend_served(b) != b->trial_served)
+		succeeded = true;
 	/* passive-only: the last backend taking clients is held out by none of its failures */
 	if (fresh && hlb_pool_backend_passive_only(b) && hlb_pool_backend_up(b) &&
 	    !service_others_take_clients(b))
@@ -1210,6 +1223,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 			 * its next one starts a run, which wakes the control thread */
 			atomic_store_explicit(&b->rt->consecutive_fail, 0, memory_order_relaxed);
 			b->seen_run = 0;
+			b->trial_served = backend_served(b);
 		}
 	}
 	if (cause)

@@ -84,6 +84,8 @@ struct hlb_pool_backend {
 	bool up_fails_logged;
 	uint32_t up_fails_err;
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
+	/* passive-only health, on trial: its clients established when the trial began */
+	uint64_t trial_served;
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t
 		drained_ms; /* removed and drained: its series go at this + HLB_POOL_DRAINED_KEEP_MS */

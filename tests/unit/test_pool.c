@@ -2564,6 +2564,40 @@ static void test_passive_only_keeps_the_last_backend_up(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * A backend on trial after its hold that serves a client is on trial no more: its next failed
+ * connect is one of fall, not a new hold twice as long. A worker's successful connect resets
+ * the run only when it is not 0 already, and on trial it is: before, the control thread never
+ * saw the success, and the backend stayed on trial for good, the first refused connect hours
+ * later holding it out at once, for the hold grown before, with no flap counted.
+ */
+static void test_passive_only_trial_ends_with_a_served_client(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 3, 100, &l);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	loop_for(&f, 150);
+	forwarder_fails(&f, b, 3);
+	loop_until_health(&f, b, false);
+	loop_until_health(&f, b, true); /* on trial */
+	assert_true(b->health.trial);
+	atomic_fetch_add(&b->rt->wstats[1].established, 1); /* a client served */
+	forwarder_fails(&f, b, 1); /* then one refused: 1 of fall 3 */
+	loop_for(&f, 60); /* a tick */
+	assert_true(b->health.up);
+	assert_false(b->health.trial);
+	assert_int_equal(b->health.fail_run, 1);
+	forwarder_fails(&f, b, 3); /* fall in a row: the first hold again, a flap */
+	loop_until_health(&f, b, false);
+	assert_int_equal(b->health.hold_ms, 100);
+	assert_int_equal(b->health.flaps, 1);
+	fixture_teardown(&f);
+}
+
 /* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
 static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
 {
@@ -3163,6 +3197,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_holds_a_failing_backend),
 		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
 		cmocka_unit_test(test_passive_only_flapping_backend_comes_back),
+		cmocka_unit_test(test_passive_only_trial_ends_with_a_served_client),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
