@@ -2471,6 +2471,28 @@ static void test_passive_only_holds_no_lone_backend_nor_with_passive_off(void **
 	(void)state;
 }
 
+/* <f>: passive_only_pool() of 3 backends, a hold of 100 ms, a damping half-life of <half_life_ms>
+ * (0: the config's); its b1, which served and failed twice just before, fails fall connects in a
+ * row: held down, and for flapping. Returns b1. */
+static struct hlb_pool_backend *held_for_flapping(struct fixture *f, struct log_lines *l,
+						  uint32_t half_life_ms)
+{
+	struct hlb_pool_backend *b;
+
+	passive_only_pool(f, 3, 100, l);
+	if (half_life_ms)
+		f->svc->hp.half_life_ms = half_life_ms;
+	b = hlb_pool_backend_find(f->svc, "b1");
+	loop_for(f, 150);
+	b->health.assumed = false; /* seen up: a connect succeeded */
+	b->health.penalty = 2.0; /* two flaps just before */
+	b->health.penalty_ms = hlb_now_ms();
+	forwarder_fails(f, b, 3);
+	loop_until_health(f, b, false);
+	assert_true(b->health.suppressed);
+	return b;
+}
+
 /*
  * Passive-only health damps a flapping backend as checks do: its third down in a short while
  * holds it down past its hold, until its penalty decays. The ticks then let it up: before, they
@@ -2483,16 +2505,7 @@ static void test_passive_only_flapping_backend_comes_back(void **state)
 	struct fixture f;
 
 	(void)state;
-	passive_only_pool(&f, 3, 100, &l);
-	f.svc->hp.half_life_ms = 200; /* the penalty decays in a test's time */
-	b = hlb_pool_backend_find(f.svc, "b1");
-	loop_for(&f, 150);
-	b->health.assumed = false; /* seen up: a connect succeeded */
-	b->health.penalty = 2.0; /* two flaps just before */
-	b->health.penalty_ms = hlb_now_ms();
-	forwarder_fails(&f, b, 3);
-	loop_until_health(&f, b, false);
-	assert_true(b->health.suppressed);
+	b = held_for_flapping(&f, &l, 200); /* the penalty decays in a test's time */
 	loop_until_health(&f, b, true); /* hold over, penalty decayed: up */
 	assert_false(b->health.suppressed);
 	assert_non_null(strstr(l.text[l.n - 1], "msg=\"backend up\" service=web backend=b1"));
@@ -2511,15 +2524,7 @@ static void test_passive_only_maint_then_ready_releases_a_flapping_backend(void 
 	struct fixture f;
 
 	(void)state;
-	passive_only_pool(&f, 3, 100, &l);
-	b = hlb_pool_backend_find(f.svc, "b1");
-	loop_for(&f, 150);
-	b->health.assumed = false; /* seen up: a connect succeeded */
-	b->health.penalty = 2.0; /* two flaps just before */
-	b->health.penalty_ms = hlb_now_ms();
-	forwarder_fails(&f, b, 3);
-	loop_until_health(&f, b, false);
-	assert_true(b->health.suppressed);
+	b = held_for_flapping(&f, &l, 0); /* the penalty decays in 100 s */
 	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_MAINT), 0);
 	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_READY), 0);
 	assert_false(b->health.suppressed);
