@@ -236,6 +236,36 @@ def a_held_backend_is_tried_again():
         b.stop()
 
 
+def every_backend_dead_leaves_the_last_one_up():
+    """Checks off, every backend of a service dead at once: the first to fail fall connects is
+    held out, the last one left is not (its refused connects count for nothing, as a service's
+    only backend's), so that once it is back it serves every client at once. Before, both were
+    held out: every client refused for the hold (60 s here, up to 8 of them while trials
+    failed), though a backend was back."""
+    bs = [Backend(n) for n in "ab"]
+    ports = {b.name: b.port for b in bs}
+    lb = Lb(config([(b.name, b.addr) for b in bs], scheme="ring",
+                   health=PASSIVE_ONLY.format(hold="60s", passive="true"),
+                   extra="connect_retries: 2"))
+    for b in bs:
+        b.stop()
+    clients = [client_ip(i * 37) for i in range(40)]
+    refused = [who(lb.addr, c) for c in clients]
+    check(refused == [""] * len(clients), f"every client refused: {refused}")
+    held = r'msg="backend down" service=t backend=(a|b) cause=passive .*hold_ms=60000$'
+    check(lb.wait_log(held), f"one held out: {lb.log[-5:]}")
+    downs = [l for l in lb.log if "backend down" in l]
+    check(len(downs) == 1, f"the last one is not: {downs}")
+    last = "b" if "backend=a " in downs[0] else "a"
+    check(lb.backend(last)["in_table"] and lb.backend(last)["health"] == "up",
+          f"{last} up: {lb.backend(last)}")
+    back = Backend(last, ports[last])
+    served = [who(lb.addr, c) for c in clients]
+    check(served == [last] * len(clients), f"back: it serves every client at once: {served}")
+    check(lb.stop() == 0, "exit 0")
+    back.stop()
+
+
 def passive_down_says_its_error():
     """A backend taken down by the forwarder's refused connects says why, as a check's down
     line does: `cause=passive ... at=connect err=ECONNREFUSED`; its checks refused the same way
@@ -1580,6 +1610,7 @@ def reload_storm_changing_the_checks_lets_them_end():
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_down_says_its_error, checks_off_a_dead_backend_is_held_out,
            passive_false_keeps_a_dead_backend_up, a_held_backend_is_tried_again,
+           every_backend_dead_leaves_the_last_one_up,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
            flapping_does_not_rebuild_per_flap, flaps_never_go_back,
