@@ -1213,14 +1213,19 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 	 * request was not read: closed with the listener, each was reset (3 in 28,000 admin
 	 * connections under upgrades). The newer hashlb listens on a socket of its own: the
 	 * path renamed to it (a Unix socket), or beside this one (SO_REUSEPORT), which the kernel
-	 * shares new connections with until the close below; so at most twice the backlog.
+	 * shares new connections with until the close below; so at most twice the backlog. One
+	 * its client reset while it waited (ECONNABORTED) is passed over, not taken for the end
+	 * of the queue: the rest were reset with the listener. Out of descriptors or memory, or
+	 * the queue empty, the drain ends.
 	 */
-	for (unsigned i = 0;
-	     i < 2 * HTTP_BACKLOG &&
-	     (fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;
-	     i++) {
+	for (unsigned i = 0; i < 2 * HTTP_BACKLOG; i++) {
 		size_t lingered = 0;
 
+		fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == ECONNABORTED || errno == EINTR))
+			continue;
+		if (fd < 0)
+			break;
 		handed_answer(fd, "", 0, false, false, &lingered);
 		close(fd);
 	}
