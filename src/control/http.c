@@ -1229,6 +1229,10 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 		handed_answer(fd, "", 0, false, false, &lingered);
 		close(fd);
 	}
+	/* what came on those accepted before since they were answered (the rest of a body on its
+	 * way while the queue drained), read too: closed with it unread, each was reset */
+	for (struct http_conn *c = h->conns; c; c = c->next)
+		(void)linger_read(c->io.fd, &c->lingered);
 	hlb_http_free(h);
 }
 

@@ -1416,11 +1416,21 @@ static void test_busy_at_accept_head_sent_late(void **state)
  * the listener's queue (Linux mostly accepts such a one, its reset read after).
  */
 static int accept_aborts;
+/* with <accept_then> at or above 0, the first call sends <accept_then_sends> on that socket
+ * first (a client's bytes that come while the queue drains), and sets it to -1 */
+static int accept_then = -1;
+static const char *accept_then_sends;
 int __real_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 int __wrap_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 
 int __wrap_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
+	if (accept_then >= 0) {
+		size_t n = strlen(accept_then_sends);
+
+		assert_int_equal(write(accept_then, accept_then_sends, n), (ssize_t)n);
+		accept_then = -1;
+	}
 	if (accept_aborts > 0) {
 		accept_aborts--;
 		errno = ECONNABORTED;
@@ -1522,6 +1532,33 @@ static void test_handover_drain_passes_over_aborted(void **state)
 	accept_aborts = 0;
 	hlb_loop_free(e.l);
 	body = split_answer(answer_unreset(queued, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(body, "handed its admin address over"));
+}
+
+/*
+ * A client still sending its body when the handover answers it 503 (the request not come
+ * whole): what comes while the listener's queue drains, after the answer, is read before the
+ * close too, so the connection ends with a FIN behind the answer, not a reset.
+ */
+static void test_handover_reads_what_comes_while_the_queue_drains(void **state)
+{
+	struct tcp_end e;
+	char buf[512], head[512];
+	const char *body;
+	int part;
+
+	(void)state;
+	tcp_end_new(&e);
+	part = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\nback");
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	accept_then = part;
+	accept_then_sends = "end=a";
+	hlb_http_free_handed_over(e.h);
+	assert_int_equal(accept_then, -1);
+	hlb_loop_free(e.l);
+	body = split_answer(answer_unreset(part, buf, sizeof(buf)), head, sizeof(head));
 	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
 	assert_non_null(strstr(body, "handed its admin address over"));
 }
@@ -1948,6 +1985,7 @@ int main(void)
 		cmocka_unit_test(test_busy_at_accept_head_sent_late),
 		cmocka_unit_test(test_handover_503_only_to_requests_not_carried_out),
 		cmocka_unit_test(test_handover_drain_passes_over_aborted),
+		cmocka_unit_test(test_handover_reads_what_comes_while_the_queue_drains),
 		cmocka_unit_test(test_busy_at_accept_given_up_reads_what_came),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
