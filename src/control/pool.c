@@ -214,6 +214,10 @@ static void backend_returns(struct hlb_pool_backend *b, uint64_t now)
 {
 	if (hlb_pool_backend_up(b) && b->rt->weight)
 		backend_ramp_start(b, now, 0);
+	/* passive-only: a run of failures begun before (drained midway) goes on, and no worker
+	 * wakes the control thread for it (only a run's first does): the ticks follow it again */
+	if (b->svc->hp.passive_hold_ms)
+		b->svc->tick_all = true;
 }
 
 /* <b>'s verdict for the workers; connects started before it no longer count

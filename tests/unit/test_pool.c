@@ -2603,6 +2603,35 @@ static void test_passive_only_trial_ends_with_a_served_client(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * Passive-only health: a backend drained in the middle of a run of failures, then set ready
+ * again, is still watched by the ticks: a worker wakes the control thread only at a run's first
+ * failure, and this run had begun. Before, the ticks had stopped visiting it while drained (it
+ * took no client), and it stayed up for good once ready, every client of its refused.
+ */
+static void test_passive_only_run_goes_on_after_drain(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 3, 60000, &l);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	loop_for(&f, 150);
+	forwarder_fails(&f, b, 2); /* 2 of fall 3 */
+	loop_for(&f, 60);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_DRAIN), 0);
+	loop_for(&f, 150); /* the ticks let the service be */
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_READY), 0);
+	/* the run goes on, and no wake: a worker wakes the control thread at a run's first */
+	atomic_store(&b->rt->consecutive_fail, 5);
+	loop_until_health(&f, b, false);
+	assert_non_null(strstr(l.text[l.n - 1], "msg=\"backend down\" service=web backend=b1 "
+						"cause=passive"));
+	fixture_teardown(&f);
+}
+
 /* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
 static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
 {
@@ -3203,6 +3232,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_holds_no_lone_backend_nor_with_passive_off),
 		cmocka_unit_test(test_passive_only_flapping_backend_comes_back),
 		cmocka_unit_test(test_passive_only_trial_ends_with_a_served_client),
+		cmocka_unit_test(test_passive_only_run_goes_on_after_drain),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
