@@ -1793,14 +1793,16 @@ static void pool_tick(void *arg)
 }
 
 /* Checks off in <c>: no verdict holds <b> down any more. Whether it was (unsaid:
- * backend_unchecked_up() says it). */
+ * backend_unchecked_up() says it). <was_passive_only>: its health was passive-only's before. */
 static bool backend_unchecked_set_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
-				     uint64_t now)
+				     bool was_passive_only, uint64_t now)
 {
 	if (c->health.enabled || b->health.up)
 		return false;
-	/* held by passive-only health, which the new config keeps: until its hold is over */
-	if (b->health.hold_until_ms && c->health.passive && c->n_backends > 1)
+	/* held by passive-only health, which the new config keeps: until its hold is over, or
+	 * held for flapping until its penalty decays (a checked one's damping ends here) */
+	if ((b->health.hold_until_ms || (was_passive_only && b->health.suppressed)) &&
+	    c->health.passive && c->n_backends > 1)
 		return false;
 	backend_health_restart(b, true, now);
 	backend_set_healthy(b, true);
@@ -1828,9 +1830,9 @@ static void backend_unchecked_up_log(const struct hlb_pool_backend *b,
 
 /* Checks off in <c>: no verdict holds <b> down any more. Whether it was (said). */
 static bool backend_unchecked_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
-				 uint64_t now)
+				 bool was_passive_only, uint64_t now)
 {
-	if (!backend_unchecked_set_up(b, c, now))
+	if (!backend_unchecked_set_up(b, c, was_passive_only, now))
 		return false;
 	backend_unchecked_up_log(b, c);
 	return true;
@@ -2732,7 +2734,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			atomic_store(&b->rt->admin, (int)b->admin); /* retiring forced drain */
 			backend_cfg_apply(b, &c->backends[i], c, NULL);
 			/* said once the reload is applied (orphans_adopted()) */
-			backend_unchecked_set_up(b, c, hlb_now_ms());
+			backend_unchecked_set_up(b, c, false, hlb_now_ms());
 			s->backends[s->n_backends++] = b;
 			continue;
 		}
@@ -3702,6 +3704,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 	bool same_exchange = checks_exchange_equal(&old->health, &c->health) &&
 			     old->proxy_protocol == c->proxy_protocol && source_equal(old, c);
 	bool recheck = !same_exchange || !checks_cfg_equal(&old->health, &c->health);
+	bool was_passive_only = s->hp.passive_hold_ms; /* before service_health_params() */
 	uint8_t *taken = pr->taken;
 	uint32_t i, j;
 
@@ -3812,7 +3815,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 				backend_up_run_stop(b, "reload", now); /* checks turned off */
 			backend_check_spread(b, now);
 		}
-		if (backend_unchecked_up(b, c, now)) {
+		if (backend_unchecked_up(b, c, was_passive_only, now)) {
 			service_schedule(s, false);
 			s->reload_pending = true;
 		}

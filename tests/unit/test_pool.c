@@ -2535,6 +2535,36 @@ static void test_passive_only_maint_then_ready_releases_a_flapping_backend(void 
 }
 
 /*
+ * Passive-only health: a reload that keeps it keeps a backend held down for flapping past its
+ * hold, as it keeps a hold (the backend is no more up than before). Before, the reload brought
+ * it up (cause=unchecked), its damping forgotten, as if its checks had been turned off.
+ */
+static void test_passive_only_reload_keeps_flap_damping(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_config *next;
+	struct hlb_pool_backend *b;
+	struct fixture f;
+	size_t n;
+
+	(void)state;
+	b = held_for_flapping(&f, &l, 0); /* the penalty decays in 100 s */
+	loop_for(&f, 200); /* its hold over: held for flapping alone */
+	assert_false(b->health.up);
+	assert_int_equal(b->health.hold_until_ms, 0);
+	n = l.n;
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].health.passive_hold_ms = 200;
+	fixture_reload(&f, next);
+	loop_for(&f, 60);
+	assert_false(b->health.up);
+	assert_true(b->health.suppressed);
+	assert_false(atomic_load(&b->rt->healthy));
+	assert_int_equal(l.n, n); /* no up line */
+	fixture_teardown(&f);
+}
+
+/*
  * Passive-only health never holds out the last backend of a service that takes clients: with
  * every one of them dead at once, the last one left stays up, its failures counting for nothing,
  * so that the first to come back serves its clients at once rather than refuse all of them for
@@ -3233,6 +3263,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_flapping_backend_comes_back),
 		cmocka_unit_test(test_passive_only_trial_ends_with_a_served_client),
 		cmocka_unit_test(test_passive_only_run_goes_on_after_drain),
+		cmocka_unit_test(test_passive_only_reload_keeps_flap_damping),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
