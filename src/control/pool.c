@@ -1753,14 +1753,16 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 							   memory_order_relaxed);
 		backend_tick(b, now);
 		again |= retry_watch(s, j, HLB_POOL_DEBOUNCE_MS) || b->ramp_start_ms;
-		/* passive-only: a run of failures of a backend taking clients to follow (a new
-		 * run is the worker's word: hlb_pool_failing(); one that gets no connect more
-		 * is watched as every backend is with checks on), one held down for flapping
-		 * until its penalty decays, and the first hold to end, for pool_tick() (one in
-		 * maint waits for it to leave: hlb_pool_set_admin()) */
+		/* passive-only: a run of failures of a backend taking clients (up, ready, weight
+		 * above 0; one that takes them again is followed again: backend_returns()) to
+		 * follow (a new run is the worker's word: hlb_pool_failing(); one that gets no
+		 * connect more is watched as every backend is with checks on), one held down
+		 * for flapping until its penalty decays, and the first hold to end, for
+		 * pool_tick() (one in maint waits for it to leave: hlb_pool_set_admin()) */
 		if (!hlb_pool_backend_passive_only(b))
 			continue;
-		again |= (b->seen_run && hlb_pool_backend_up(b)) || b->health.suppressed;
+		again |= (b->seen_run && hlb_pool_backend_up(b) && b->rt->weight) ||
+			 b->health.suppressed;
 		if (b->health.hold_until_ms && (!hold_next || b->health.hold_until_ms < hold_next))
 			hold_next = b->health.hold_until_ms;
 	}

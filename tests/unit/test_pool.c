@@ -2662,6 +2662,34 @@ static void test_passive_only_run_goes_on_after_drain(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * Passive-only health: a backend set to weight 0 midway through a run of failures takes no
+ * client, so its run cannot grow: the ticks stop visiting the service's backends (1,000 here),
+ * and follow the run again once its weight is back. Before, they visited every backend at
+ * every tick for as long as it stayed at weight 0, what test_idle_tick_visits_no_backend
+ * guards against.
+ */
+static void test_passive_only_weight_0_run_not_followed(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 1000, 60000, &l);
+	b = hlb_pool_backend_find(f.svc, "b5");
+	tick_visits_over_ten_ticks(&f); /* the first ticks see every backend */
+	forwarder_fails(&f, b, 2); /* 2 of fall 3 */
+	loop_for(&f, 60);
+	assert_int_equal(hlb_pool_set_weight(b, 0), 0);
+	tick_visits_over_ten_ticks(&f); /* the one after the change */
+	assert_int_equal(tick_visits_over_ten_ticks(&f), 0);
+	assert_int_equal(hlb_pool_set_weight(b, 1), 0);
+	atomic_store(&b->rt->consecutive_fail, 3); /* no wake: the run's first was before */
+	loop_until_health(&f, b, false);
+	fixture_teardown(&f);
+}
+
 /* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
 static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
 {
@@ -3264,6 +3292,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_trial_ends_with_a_served_client),
 		cmocka_unit_test(test_passive_only_run_goes_on_after_drain),
 		cmocka_unit_test(test_passive_only_reload_keeps_flap_damping),
+		cmocka_unit_test(test_passive_only_weight_0_run_not_followed),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
