@@ -138,8 +138,9 @@ static void print_health(const struct hashlb_service_cfg *s)
 	}
 	if (!h->enabled) {
 		/* docs/control.md, "Health": passive-only health, checks off */
-		printf("  health       passive only: %" PRIu32 " failed connects in a row hold a "
-		       "backend out %s, then it is tried again\n",
+		/* as the keys are written, in 80 columns as the line of checks */
+		printf("  health       passive only (checks off): fall %" PRIu32
+		       ", passive_hold %s\n",
 		       h->fall, duration(h->passive_hold_ms, d1));
 		return;
 	}

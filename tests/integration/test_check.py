@@ -151,6 +151,17 @@ for want in (", host names resolved again every 90s\n",
              "  keepalive    user_timeout=3m (data unacknowledged"):
     check(r.returncode == 0 and want in r.stdout, f"check prints {want.strip()!r}: {r.stdout}{r.stderr}")
 
+# passive-only health (checks off) in the key words the config takes and within 80 columns,
+# as the line of checks (it ran to 101 with a sentence of its own)
+r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+                 "    health: {enabled: false, fall: 4, passive_hold: 1500ms}\n"
+                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n"
+                 "      - {name: b, address: 127.0.0.1:18382}\n")
+want = "  health       passive only (checks off): fall 4, passive_hold 1500ms\n"
+check(r.returncode == 0 and want in r.stdout, f"check prints {want.strip()!r}: {r.stdout}{r.stderr}")
+long_lines = [l for l in r.stdout.splitlines() if l.startswith("  health") and len(l) > 80]
+check(not long_lines, f"check's health line within 80 columns: {long_lines}")
+
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
 
