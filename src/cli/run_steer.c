@@ -1919,10 +1919,14 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 			return 0;
 		if (ret == -ENOMEM)
 			return hashlb_err(err, ret, why.reason, "%s", why.msg);
-		return hashlb_err(err, ret, why.reason,
-				  "service %s, steered in the kernel on %s: %s; nothing changed: "
-				  "restart hashlb (not an upgrade) to load a larger program",
-				  c->name, steer_dev(e, dev), why.msg);
+		hashlb_err(err, ret, why.reason,
+			   "service %s, steered in the kernel on %s: %s; nothing changed: "
+			   "restart hashlb (not an upgrade) to load a larger program",
+			   c->name, steer_dev(e, dev), why.msg);
+		/* at the service, as weights_fit_table()'s refusals beside it */
+		err->line = c->pos.line;
+		err->column = c->pos.column;
+		return ret;
 	}
 	return 0;
 }
