@@ -623,6 +623,14 @@ void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, 
  */
 #define HASHLB_DURATION_STRLEN 32
 void hashlb_duration_format(uint64_t ms, char *buf, size_t len);
+/*
+ * <c>'s table_memory as the errors of a table past it say it, in the largest unit that
+ * writes it exactly and in bytes, ", the default" when the config does not give it:
+ * "4MiB (4194304)", "1GiB (1073741824, the default)". The loader's, a reload's and an
+ * upgrade's alike.
+ */
+#define HASHLB_TABLE_MEMORY_STRLEN 64
+void hashlb_table_memory_format(const struct hashlb_config *c, char *buf, size_t len);
 /* A drain of <ms> as the config writes it: hashlb_duration_format()'s, or "never". */
 void hashlb_drain_format(uint32_t ms, char *buf, size_t len);
 /*

@@ -798,6 +798,12 @@ void hashlb_duration_format(uint64_t ms, char *buf, size_t len)
 	snprintf(buf, len, "%s", unit_text(&duration_kind, ms).s);
 }
 
+void hashlb_table_memory_format(const struct hashlb_config *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s (%" PRIu64 "%s)", unit_text(&size_kind, c->table_memory).s,
+		 c->table_memory, c->table_memory_pos.line ? "" : ", the default");
+}
+
 void hashlb_drain_format(uint32_t ms, char *buf, size_t len)
 {
 	if (ms == HASHLB_DRAIN_NEVER)
@@ -3488,15 +3494,15 @@ int hlb_table_memory_add(struct hashlb_config *c, const struct hashlb_service_cf
 			 size_t len)
 {
 	uint64_t own = hashlb_service_cfg_table_bytes_max(s);
+	char cap[HASHLB_TABLE_MEMORY_STRLEN];
 
 	c->table_bytes = own > UINT64_MAX - c->table_bytes ? UINT64_MAX : c->table_bytes + own;
 	if (!c->table_memory || c->table_bytes <= c->table_memory)
 		return 0;
+	hashlb_table_memory_format(c, cap, sizeof(cap));
 	snprintf(msg, len,
 		 "with its table (%" PRIu64 " bytes at most) the services' tables up to it may "
-		 "take %" PRIu64 " bytes, over table_memory %s (%" PRIu64 "%s): raise it (0 = "
-		 "no cap)",
-		 own, c->table_bytes, unit_text(&size_kind, c->table_memory).s, c->table_memory,
-		 c->table_memory_pos.line ? "" : ", the default");
+		 "take %" PRIu64 " bytes, over table_memory %s: raise it (0 = no cap)",
+		 own, c->table_bytes, cap);
 	return -E2BIG;
 }

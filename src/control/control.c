@@ -648,11 +648,39 @@ static uint64_t tables_bytes_add(uint64_t sum, const struct hashlb_service_cfg *
 	return own > UINT64_MAX - sum ? UINT64_MAX : sum + own;
 }
 
+/*
+ * -E2BIG with <err> saying that the tables of <cfg>'s services up to <c>, the first to pass
+ * table_memory, take <bytes> with the weights set at run time: in the loader's words (the
+ * cap's units, and whether it is the default), at the table_memory line, or at <c> for the
+ * default, as the loader says it (line 0 before: no position at all).
+ */
+static int weights_past_table_memory(const struct hashlb_config *cfg,
+				     const struct hashlb_service_cfg *c, uint64_t bytes,
+				     struct hashlb_error *err)
+{
+	struct hashlb_pos at = cfg->table_memory_pos.line ? cfg->table_memory_pos : c->pos;
+	char cap[HASHLB_TABLE_MEMORY_STRLEN];
+	int r;
+
+	hashlb_table_memory_format(cfg, cap, sizeof(cap));
+	r = hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+		       "service '%s': with the weights set at run time (hashlb ctl set) kept over "
+		       "the config, the services' tables up to it may take %" PRIu64
+		       " bytes, over table_memory %s: raise it (0 = no cap), or set those weights "
+		       "lower first",
+		       c->name, bytes, cap);
+	err->line = at.line;
+	err->column = at.column;
+	return r;
+}
+
 int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config *cfg,
 			    struct hashlb_error *err)
 {
 	bool weight_set = hlb_pool_weight_set(ctl->pool);
 	uint64_t bytes = 0; /* the tables' with those weights, for table_memory */
+	const struct hashlb_service_cfg *over = NULL; /* the first past it */
+	uint64_t over_bytes = 0;
 	int ret = 0;
 
 	if (!ctl->steer_fits && !weight_set)
@@ -681,6 +709,10 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 			ret = weights_fit_table(c, w, err);
 			if (ret == 0 && weight_set)
 				bytes = tables_bytes_add(bytes, c, w);
+			if (!over && cfg->table_memory && bytes > cfg->table_memory) {
+				over = c;
+				over_bytes = bytes;
+			}
 			if (ret == 0 && steered)
 				ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n,
 						      err);
@@ -690,16 +722,8 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 		free(backup);
 	}
 	hlb_pool_weights_end(ctl->pool);
-	if (ret == 0 && weight_set && cfg->table_memory && bytes > cfg->table_memory) {
-		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-				 "with the weights set at run time (hashlb ctl set) kept over the "
-				 "config, the services' tables may take %" PRIu64
-				 " bytes, over table_memory %" PRIu64
-				 ": raise it (0 = no cap), or set those weights lower first",
-				 bytes, cfg->table_memory);
-		err->line = cfg->table_memory_pos.line;
-		err->column = cfg->table_memory_pos.column;
-	}
+	if (ret == 0 && over)
+		ret = weights_past_table_memory(cfg, over, over_bytes, err);
 	return ret;
 }
 

@@ -2655,13 +2655,15 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
  * 0 if <s>'s table, with the weights its backends took over from the hashlb this one
  * replaces, keeps the services' tables so far within the config's table_memory (as a reload
  * that keeps weights set at run time is kept within it, hlb_control_weights_fit()); else
- * -E2BIG with <err> saying so at table_memory (the loader counted the config's weights
- * only), or -ENOMEM. Before <s>'s build: a table past the cap is never made.
+ * -E2BIG with <err> saying so at table_memory, or at <s> for the default (the loader counted
+ * the config's weights only), or -ENOMEM. Before <s>'s build: a table past the cap is never made.
  */
 static int handover_table_memory(struct hlb_pool_service *s, struct hashlb_error *err)
 {
 	struct hlb_pool *p = s->pool;
 	uint32_t *w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
+	char cap[HASHLB_TABLE_MEMORY_STRLEN];
+	struct hashlb_pos at;
 	uint64_t own;
 
 	if (!w)
@@ -2678,15 +2680,17 @@ static int handover_table_memory(struct hlb_pool_service *s, struct hashlb_error
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	if (!err)
 		return -E2BIG;
+	/* as the loader says it: the cap in its units; at the service for the default */
+	hashlb_table_memory_format(p->cfg, cap, sizeof(cap));
 	hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-		   "with the weights set at run time in the hashlb it takes over from (service "
-		   "'%s' the last counted), the services' tables may take %" PRIu64
-		   " bytes, over table_memory %" PRIu64 "%s: raise it (0 = no cap), or set those "
-		   "weights lower there first",
-		   s->cfg->name, p->ho_table_bytes, p->cfg->table_memory,
-		   p->cfg->table_memory_pos.line ? "" : " (the default)");
-	err->line = p->cfg->table_memory_pos.line;
-	err->column = p->cfg->table_memory_pos.column;
+		   "service '%s': with the weights set at run time in the hashlb it takes over "
+		   "from, the services' tables up to it may take %" PRIu64
+		   " bytes, over table_memory %s: raise it (0 = no cap), or set those weights "
+		   "lower there first",
+		   s->cfg->name, p->ho_table_bytes, cap);
+	at = p->cfg->table_memory_pos.line ? p->cfg->table_memory_pos : s->cfg->pos;
+	err->line = at.line;
+	err->column = at.column;
 	return -E2BIG;
 }
 

@@ -988,8 +988,9 @@ def weight_beyond_table_memory_is_refused():
           metric_sum(lb, "hashlb_table_memory_bytes") <= 4 << 20,
           "the tables held stay under table_memory")
     rc, so, se = lb.ctl("reload")
-    check(rc == 1 and "with the weights set at run time (hashlb ctl set) kept over the config, "
-          "the services' tables may take " in se and "over table_memory 1048576" in se and
+    check(rc == 1 and "service 't': with the weights set at run time (hashlb ctl set) kept over "
+          "the config, the services' tables up to it may take " in se and
+          "over table_memory 1MiB (1048576): raise it" in se and
           lb.backend("a")["weight"] == 60,
           f"a reload to table_memory: 1MiB keeping weight 60: refused: {rc} {so!r} {se!r}")
     rc, so, se = lb.ctl("set", "a", "weight", "1")

@@ -24,6 +24,7 @@
 
 #include "control/balance.h"
 #include "control/check.h"
+#include "control/control.h"
 #include "control/loop.h"
 #include "control/pool.h"
 
@@ -1202,6 +1203,60 @@ static void test_reload_applies_the_difference(void **state)
 }
 
 /*
+ * A reload whose tables pass table_memory with a weight set at run time
+ * (hlb_control_weights_fit()) is refused in the loader's words: the cap in its units,
+ * ", the default" when the config does not give it, and then at the service, as the
+ * loader's refusal (at the table_memory line when given). Before, the default's refusal
+ * had line 0 (no position at all) and the cap in bytes only.
+ */
+static void test_reload_weights_past_table_memory_say_where(void **state)
+{
+	struct hlb_control ctl = { 0 };
+	struct hashlb_config *next;
+	struct hashlb_error err = { 0 };
+	struct fixture f;
+	uint64_t kib;
+	char want[128];
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	ctl.pool = f.pool;
+	ctl.cfg = f.cfg;
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].pos = (struct hashlb_pos){ .line = 4, .column = 5 };
+	/* the config's own tables fit, in whole KiB (b1 at weight 4 takes twice as much) */
+	kib = (hashlb_service_cfg_table_bytes_max(&next->services[0]) + 1023) / 1024;
+	next->table_memory = kib * 1024;
+	assert_int_equal(hlb_control_weights_fit(&ctl, next, &err), 0);
+	assert_int_equal(hlb_pool_set_weight(hlb_pool_backend_find(f.svc, "b1"), 4), 0);
+	hlb_pool_flush(f.pool);
+
+	/* not in the config: the default, at the service */
+	assert_int_equal(hlb_control_weights_fit(&ctl, next, &err), -E2BIG);
+	assert_int_equal(err.reason, HASHLB_ERR_MEMORY_CAP);
+	assert_int_equal(err.line, 4);
+	assert_int_equal(err.column, 5);
+	snprintf(want, sizeof(want), "over table_memory %" PRIu64 "KiB (%" PRIu64 ", the default)",
+		 kib, kib * 1024);
+	if (!strstr(err.msg, "service 'web': with the weights set at run time") ||
+	    !strstr(err.msg, want))
+		fail_msg("got: %s", err.msg);
+
+	/* written: at its line */
+	memset(&err, 0, sizeof(err));
+	next->table_memory_pos = (struct hashlb_pos){ .line = 1, .column = 15 };
+	assert_int_equal(hlb_control_weights_fit(&ctl, next, &err), -E2BIG);
+	assert_int_equal(err.line, 1);
+	assert_int_equal(err.column, 15);
+	snprintf(want, sizeof(want), "over table_memory %" PRIu64 "KiB (%" PRIu64 "): raise it",
+		 kib, kib * 1024);
+	if (!strstr(err.msg, want))
+		fail_msg("got: %s", err.msg);
+	hashlb_config_free(next);
+	fixture_teardown(&f);
+}
+
+/*
  * The weights a reload adding back a service an earlier one removed would serve with
  * (hlb_pool_weights_after(), what a kernel-steered service's table is checked against its
  * program with): those of the backends it takes back, set at run time, as for a backend
@@ -2235,9 +2290,12 @@ static void test_handover_weights_bounded_by_table_memory(void **state)
 	static const char *const ho[] = {
 		"set web b1 admin=ready/ready weight=4/1 max_connections=0/0 health=up\n",
 		"set web b1 admin=ready/ready weight=0/1 max_connections=0/0 health=up\n",
+		"set web b1 admin=ready/ready weight=4/1 max_connections=0/0 health=up\n",
 	};
 
-	for (int i = 0; i < 2; i++) {
+	/* 2: table_memory not in the config, the default (line 0): said at the service, as the
+	 * loader says it (before, line 0: no position at all) */
+	for (int i = 0; i < 3; i++) {
 		struct hashlb_error err = { 0 };
 		struct fixture f = { 0 };
 		int ret;
@@ -2245,18 +2303,22 @@ static void test_handover_weights_bounded_by_table_memory(void **state)
 		f.cfg = config_new(HASHLB_SCHEME_RING, 3);
 		/* the config's own tables fit, to the byte */
 		f.cfg->table_memory = hashlb_service_cfg_table_bytes_max(&f.cfg->services[0]);
-		f.cfg->table_memory_pos = (struct hashlb_pos){ .line = 7, .column = 15 };
+		if (i < 2)
+			f.cfg->table_memory_pos = (struct hashlb_pos){ .line = 7, .column = 15 };
+		f.cfg->services[0].pos = (struct hashlb_pos){ .line = 9, .column = 5 };
 		assert_int_equal(hlb_loop_new(&f.loop), 0);
 		assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
 		f.env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f.rcu, .handover = ho[i] };
 		ret = hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, &err);
-		if (i == 0) { /* b1 at weight 4: past the cap */
+		if (i != 1) { /* b1 at weight 4: past the cap */
 			assert_int_equal(ret, -E2BIG);
 			assert_int_equal(err.reason, HASHLB_ERR_MEMORY_CAP);
-			assert_int_equal(err.line, 7);
-			assert_int_equal(err.column, 15);
-			assert_non_null(strstr(err.msg, "weights set at run time"));
+			assert_int_equal(err.line, i == 0 ? 7 : 9);
+			assert_int_equal(err.column, i == 0 ? 15 : 5);
+			assert_non_null(
+				strstr(err.msg, "service 'web': with the weights set at run time"));
 			assert_non_null(strstr(err.msg, "over table_memory"));
+			assert_true(!strstr(err.msg, ", the default)") == (i == 0));
 			f.pool = NULL;
 		} else { /* b1 at weight 0: within it */
 			assert_int_equal(ret, 0);
@@ -3275,6 +3337,7 @@ int main(void)
 		cmocka_unit_test(test_balance_order_skips_a_hot_backend),
 		cmocka_unit_test(test_reload_applies_the_difference),
 		cmocka_unit_test(test_weights_after_a_service_added_back_are_those_it_serves_with),
+		cmocka_unit_test(test_reload_weights_past_table_memory_say_where),
 		cmocka_unit_test(test_drained_backends_keep_their_counts),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
