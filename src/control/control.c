@@ -161,13 +161,20 @@ static bool same_failure(const struct hashlb_error *was, const struct hashlb_err
 	       !strncmp(err->msg, skipped, sizeof(skipped) - 1);
 }
 
+/* A round's log lines: a name failed, or the addresses resolved could not be applied
+ * (weights set at run time, table_memory, a steering program too small: said as a
+ * reload's refusal is; before, logged as names not resolved, though every one was). */
+#define RESOLVE_NOT_RESOLVED "names not resolved, the backends keep their addresses"
+#define RESOLVE_REFUSED "names resolved, their new addresses refused: the backends keep theirs"
+
 /*
- * A round failed (a name, or all of them). Logged once, and again only when
- * the failure changes or RESOLVE_REMIND_MS after the last line, with the
+ * A round failed (a name, or all of them), logged as <what>. Logged once, and again only
+ * when the failure changes or RESOLVE_REMIND_MS after the last line, with the
  * rounds failed in a row: with resolve_every: 1s, a name gone from DNS
  * logged the same line every second.
  */
-static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *err)
+static void resolve_failed(struct hlb_control *ctl, const char *what,
+			   const struct hashlb_error *err)
 {
 	char kv[HLB_LOG_CONFIG_ERROR_MAX];
 	uint64_t now = hlb_now_ms();
@@ -183,8 +190,7 @@ static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *e
 	if (ctl->resolve_fail_rounds > 1 && same_failure(&ctl->resolve_logged, err) &&
 	    now - ctl->resolve_logged_ms < RESOLVE_REMIND_MS)
 		return;
-	control_log(ctl, HLB_LOG_ERROR, "names not resolved, the backends keep their addresses",
-		    "%s rounds_failed=%" PRIu64,
+	control_log(ctl, HLB_LOG_ERROR, what, "%s rounds_failed=%" PRIu64,
 		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)),
 		    ctl->resolve_fail_rounds);
 	if (ctl->resolve_fail_rounds == 1 || !same_failure(&ctl->resolve_logged, err))
@@ -338,7 +344,6 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 	if (ok) {
 		ctl->resolves_ok++;
 		ctl->last_resolve_err[0] = '\0';
-		resolve_recovered(ctl);
 	}
 	/* The same text parsed again: the services are the same, in the same order. */
 	for (uint32_t i = 0; i < fresh->n_services; i++) {
@@ -349,7 +354,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		if (named_index(was, &was_ix) < 0 || named_index(now, &now_ix) < 0) {
 			free(was_ix.v);
 			hashlb_err(&err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-			resolve_failed(ctl, &err);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err);
 			resolve_drop(ctl);
 			return;
 		}
@@ -377,15 +382,20 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		free(now_ix.v);
 	}
 	if (n == 0) {
+		if (ok)
+			resolve_recovered(ctl);
 		resolve_drop(ctl);
 		return;
 	}
 	if (hlb_control_weights_fit(ctl, fresh, &err) < 0 ||
 	    hlb_pool_apply(ctl->pool, fresh, NULL, &err) < 0) {
-		resolve_failed(ctl, &err);
+		/* not "names resolve again" before it each round: the same refusal, logged once */
+		resolve_failed(ctl, RESOLVE_REFUSED, &err);
 		resolve_drop(ctl);
 		return;
 	}
+	if (ok)
+		resolve_recovered(ctl);
 	/* published now, each table rebuilt saying what it moved, as a reload's */
 	hlb_pool_flush_resolve(ctl->pool, NULL);
 	keep_overrides(ctl->cfg, fresh);
@@ -445,7 +455,7 @@ static void resolve_tick(void *arg)
 		if (r == 0)
 			r = hashlb_config_resolve_again(ctl->resolving, &ctl->resolve_job, &err);
 		if (r < 0)
-			resolve_failed(ctl, &err);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err);
 		if (r < 0 || !ctl->resolve_job) {
 			resolve_drop(ctl);
 			resolve_again_in(ctl, every);
@@ -464,11 +474,11 @@ static void resolve_tick(void *arg)
 					      HASHLB_RESOLVE_TIMEOUT_MS, ctl->cfg, &failed, &err);
 	ctl->resolve_job = NULL;
 	if (r < 0) {
-		resolve_failed(ctl, &err);
+		resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err);
 		resolve_drop(ctl);
 	} else {
 		if (failed.reason != HASHLB_ERR_NONE)
-			resolve_failed(ctl, &failed);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed);
 		resolve_apply(ctl, failed.reason == HASHLB_ERR_NONE);
 	}
 	heap_trim_later(ctl);
@@ -950,7 +960,7 @@ int hlb_control_reload(struct hlb_control *ctl, const char *by, struct hashlb_er
 	if (ctl->resolve_job) { /* the reload failed */
 		ctl->resolve_deadline_ms += hlb_now_ms() - began;
 		if (hashlb_resolve_resume(ctl->resolve_job, &rerr) < 0) {
-			resolve_failed(ctl, &rerr);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &rerr);
 			resolve_drop(ctl);
 			resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
 		}

@@ -1020,6 +1020,46 @@ def stuck_name_does_not_hold_the_others():
         x.stop()
 
 
+def round_refused_says_so():
+    """A round whose names resolve but whose new addresses cannot be applied (here: an
+    each_address name gaining 9 addresses, beside a weight of 25 set at run time, passes
+    table_memory; the config's weights alone fit) is logged as refused, with the reload's
+    error at its position, once, and the backends keep their addresses. Before, it was logged
+    as `names not resolved`, though every name was, and each round logged `names resolve
+    again` before it: two lines a second."""
+    need_unshare()
+    hosts = [f"127.0.0.{21 + i}" for i in range(10)]
+    names = Names("refused", f"{hosts[0]} pool\n")
+    # table_memory at line 2, column 15; ring of vnodes 1000: about 32 bytes a point
+    cfg = "resolve_every: 1s\ntable_memory: 1MiB\n" + config(
+        [("pool", "pool:9", "each_address: true"), ("b", "127.0.0.1:9")], scheme="ring",
+        extra="vnodes: 1000", health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    rc, so, se = lb.ctl("set", "b", "weight", "25")  # 26,000 points: within 1 MiB
+    check(rc == 0, f"ctl set b weight 25: {rc} {se}")
+
+    def lines(what):
+        return [l for l in lb.log if f'msg="{what}' in l]
+
+    names.set_hosts("".join(f"{h} pool\n" for h in hosts))  # 35,000 points: past it
+    refused = "names resolved, their new addresses refused: the backends keep theirs"
+    check(lb.wait(lambda: lines(refused), timeout=15) is not None,
+          f"the round is refused, saying so: {lb.log[-3:]}")
+    failed0 = lb.status()["resolve"]["failed"]
+    check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= failed0 + 3, timeout=30)
+          is not None, f"3 more rounds refused: {lb.status()['resolve']}")
+    got = lines(refused)
+    check(len(got) == 1 and "line=2 column=15" in got[0] and
+          "over table_memory 1MiB (1048576): raise it" in got[0] and
+          "rounds_failed=1" in got[0], f"logged once, at table_memory, in its words: {got}")
+    check(not lines("names not resolved") and not lines("names resolve again"),
+          f"not as names not resolved, nor as resolved again each round: "
+          f"{lines('names not resolved')[:1]} {lines('names resolve again')[:1]}")
+    check(sorted(b["name"] for b in lb.service()["backends"]) == ["b", f"pool@{hosts[0]}"],
+          f"the backends keep their addresses: {lb.service()['backends']}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def failing_name_logged_once():
     """resolve_every: 1s, a name gone from the hosts file: the failure is logged once, not
     once a round; again when it changes (the name answers an address no connect can use), with
@@ -1108,4 +1148,5 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            ipv4_lookup_not_held_by_a_dual_one,
            reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
            reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once,
+           round_refused_says_so,
            failed_reload_keeps_the_round])
