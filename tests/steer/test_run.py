@@ -1342,6 +1342,10 @@ def outgrown(topo, servers):
         check(line is not None and "reload failed" in line and "service web" in line and
               "120000" in line and "65536" in line and "restart" in line,
               f"outgrown: the reload to vnodes 40000 was not refused: {line}")
+        # at the service (its "- name: web", line 4), as the reload's other refusals: before,
+        # line 0, the file alone
+        check(line is not None and "line=4 column=5 " in line,
+              f"outgrown: the refusal not at the service's line 4, column 5: {line}")
         stale = [x for x in d.lines if "kernel steering table not updated" in x]
         check(not stale, f"outgrown: a table refused by the kernel path: {stale[-1:]}")
         p = d.ctl("set", "b1", "weight", "1000")
