@@ -16,6 +16,25 @@ def shim(name):
     return path
 
 
+def _asan_options():
+    """ASAN_OPTIONS for a process that preloads a shim: ours, and the shim (uninstrumented,
+    loaded before a sanitizer's runtime) not refused for its link order."""
+    return os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+
+
+def shim_env(name, **extra):
+    """The environment of a process run with shim <name> preloaded: ours, LD_PRELOAD, <extra>
+    (the shim's settings) and ASAN_OPTIONS letting the shim load before a sanitizer."""
+    return dict(os.environ, LD_PRELOAD=shim(name), **extra, ASAN_OPTIONS=_asan_options())
+
+
+def shim_wrap(name, *env_pairs):
+    """A command prefix ("env", ...) that runs the rest with shim <name> preloaded, the
+    "KEY=value" <env_pairs> (the shim's settings) set, and ASAN_OPTIONS letting the shim load
+    before a sanitizer."""
+    return ("env", f"LD_PRELOAD={shim(name)}", *env_pairs, f"ASAN_OPTIONS={_asan_options()}")
+
+
 class Paused:
     """A process held at one point <at> of its start by start_pause.c until go(): "open:PATH",
     as it opens PATH (a config: it is loading); "sigprocmask", just after hashlb run's first
@@ -26,8 +45,8 @@ class Paused:
     def __init__(self, at):
         self._ours, self._theirs = socket.socketpair()
         self.pass_fds = (self._theirs.fileno(),)
-        self.wrap = ("env", f"LD_PRELOAD={shim('start_pause')}", f"HLB_TEST_PAUSE_AT={at}",
-                     f"HLB_TEST_PAUSE_FD={self._theirs.fileno()}")
+        self.wrap = shim_wrap("start_pause", f"HLB_TEST_PAUSE_AT={at}",
+                              f"HLB_TEST_PAUSE_FD={self._theirs.fileno()}")
 
     def reached(self, timeout=30):
         """Whether the process started reached the point within <timeout> s."""

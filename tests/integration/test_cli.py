@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from shims import Paused, shim  # noqa: E402
+from shims import Paused, shim_env  # noqa: E402
 from lbtest import json_strict, listening_sockets, text_columns, wait_until
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
@@ -737,7 +737,6 @@ if not BPF:
 # helps; and /proc/net/arp failing after its first lines was the table's end (a read when an
 # entry came before the error). --update: nothing is attached if it went on.
 if BPF:
-    lib = shim("neigh_fail")
     ARP_HEAD = "IP address       HW type     Flags       HW address            Mask     Device\n"
     ARP_LO = "10.0.0.2         0x1         0x2         02:00:00:00:00:02     *        lo\n"
     V4 = "hashlb steer: reading the neighbour table (/proc/net/arp): Input/output error\n"
@@ -754,8 +753,7 @@ if BPF:
             ((*UPD, "-b", "a=fd00::2", "-b", "b=fd00::3", "--down", "a"),
              {"HLB_TEST_NETLINK_FAIL": "1"}, V6)):
         p = subprocess.run([HASHLB, *args], capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, LD_PRELOAD=lib, **env, ASAN_OPTIONS=os.environ.get(
-                               "ASAN_OPTIONS", "") + ":verify_asan_link_order=0"))
+                           env=shim_env("neigh_fail", **env))
         check(p.returncode == 1 and p.stderr == want,
               f"hashlb {' '.join(args)}, {env}: exit {p.returncode}, stderr {p.stderr!r}, "
               f"want {want!r}")
@@ -1248,8 +1246,6 @@ for canon, aliases in KEY_ALIASES.items():
 # commands: one sent while it starts (its config loading, start_pause.c holding it there) is
 # said once it waits, or lost if it ends first; it let them go at its first statement, and
 # their default action killed it (exit -10) before it attached anything.
-SIG_ENV = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
-               ":verify_asan_link_order=0")  # the shim preloaded before a sanitizer's runtime
 with tempfile.TemporaryDirectory() as d:
     cfg = os.path.join(d, "steer.yaml")
     with open(cfg, "w") as f:
@@ -1258,7 +1254,7 @@ with tempfile.TemporaryDirectory() as d:
     for sig in (signal.SIGUSR1, signal.SIGUSR2):
         pause = Paused(f"open:{cfg}")
         p = subprocess.Popen([*pause.wrap, HASHLB, "steer", "-c", cfg, "--service", "x"],
-                             pass_fds=pause.pass_fds, env=SIG_ENV, stdout=subprocess.DEVNULL,
+                             pass_fds=pause.pass_fds, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
         reached = pause.reached()
         os.kill(p.pid, sig)
@@ -1280,7 +1276,7 @@ with tempfile.TemporaryDirectory() as d:
     for sigs in ((signal.SIGHUP,), (signal.SIGUSR1,), (signal.SIGHUP, signal.SIGUSR1)):
         pause = Paused(f"open:{cfg}")
         p = subprocess.Popen([*pause.wrap, HASHLB, "run", "-c", cfg], pass_fds=pause.pass_fds,
-                             env=SIG_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)
         reached = pause.reached()
         for sig in sigs:

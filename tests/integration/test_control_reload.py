@@ -21,7 +21,7 @@ from ctltest import Lb, config
 from lbtest import (HASHLB, SRC, Backend, asan_build, check, check_logfmt, client_ip, connect,
                     dead_port, greetings, logfmt_fields, lookup, outcome, pick_port, read_line,
                     run_tests, Skip, spawn, stop, tmpfile, tsan_build, who)
-from shims import shim
+from shims import shim_wrap
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -1571,11 +1571,9 @@ def u_removed_while_a_worker_holds_its_socket(b, port, *shim_env, host="127.0.0.
     with_u = base + (f"  - name: u\n    listen: '{u_addr}'\n    health:\n      enabled: false\n"
                      f"    backends:\n      - name: a\n        address: {b.addr}\n")
     ours, theirs = socket.socketpair()
-    env = dict(os.environ,
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
-    lb = Lb(with_u, env=env, pass_fds=(theirs.fileno(),),
-            wrap=("env", f"LD_PRELOAD={shim('close_pause')}", f"HLB_TEST_CLOSE_PAUSE_ADDR={u_addr}",
-                  f"HLB_TEST_PAUSE_FD={theirs.fileno()}", *shim_env))
+    lb = Lb(with_u, pass_fds=(theirs.fileno(),),
+            wrap=shim_wrap("close_pause", f"HLB_TEST_CLOSE_PAUSE_ADDR={u_addr}",
+                           f"HLB_TEST_PAUSE_FD={theirs.fileno()}", *shim_env))
     theirs.close()
     lb.rewrite(base)
     rc, so, se, logged = lb.reload()

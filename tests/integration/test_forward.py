@@ -19,7 +19,7 @@ import threading
 import time
 
 from ctltest import REST_TURN_RATE, Lb, metric_sum, metric_sum_text, turn_mark, turn_rate
-from shims import shim  # noqa: E402
+from shims import shim_env, shim_wrap  # noqa: E402
 from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, clients_at_once, config, connect,
                     Skip, connect_outcome, frozen, outcome, parse_prometheus,
                     read_line, read_to_eof, run_tests, serve_each, wait_until, who)
@@ -172,9 +172,7 @@ def small_splice_pipes_are_said():
         # where the first alone was (the kernel looks at fs.pipe-max-size first; the 8 KiB
         # the pipe was made with says the per-user limit)
         lb = Hashlb(config(BACKENDS), args=("--pipe-size", "262144"),
-                    wrap=(*as_user, "env", f"LD_PRELOAD={shim('pipe_max')}",
-                          "HLB_TEST_PIPE_MAX=65536", "ASAN_OPTIONS=" +
-                          os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"))
+                    wrap=(*as_user, *shim_wrap("pipe_max", "HLB_TEST_PIPE_MAX=65536")))
         stream_both_ways(lb, 4 * MiB)
         said = [l for l in lb.log if "splice pipes smaller than asked" in l]
         print("    both: " + " | ".join(said))
@@ -197,8 +195,7 @@ def pipe_max_size_is_named():
     hashlb_worker_splice_pipes_small_total. The kernel's limit is the test's own (the pipe_max
     shim: F_SETPIPE_SZ over HLB_TEST_PIPE_MAX refused, the sysctl's file reading it), not the
     host's lowered for every process. Bytes still arrive intact."""
-    wrap = ("env", f"LD_PRELOAD={shim('pipe_max')}", "HLB_TEST_PIPE_MAX=65536",
-            "ASAN_OPTIONS=" + os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    wrap = shim_wrap("pipe_max", "HLB_TEST_PIPE_MAX=65536")
     lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0", "--pipe-size", "262144"),
             wrap=wrap)
     stream_both_ways(lb, 4 * MiB)
@@ -220,8 +217,7 @@ def pipe_causes_are_named():
     under fs.pipe-max-size with the soft limit off (0) and fs.pipe-user-pages-hard set, which
     only the hard limit refuses then. The pipe_max shim makes the refusal and what the
     sysctls read, for this process only. Bytes still arrive intact."""
-    base = ("env", f"LD_PRELOAD={shim('pipe_max')}", "HLB_TEST_PIPE_MAX=65536",
-            "ASAN_OPTIONS=" + os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    base = shim_wrap("pipe_max", "HLB_TEST_PIPE_MAX=65536")
     for how, env, want, field in (
             ("ENOMEM", ("HLB_TEST_PIPE_ERRNO=12",),
              "the kernel could not grow them", "error=ENOMEM "),
@@ -996,8 +992,7 @@ def with_resets_taken(run):
     chance about once in 2,000. <run> returns the count of hashlb_worker_resets_taken_total,
     which must not be 0. With the look taken out (d93d3a2's two calls of half_reset_taken()
     removed), 6 or 7 of the 8 clients (backends) get a FIN in every run."""
-    env = dict(os.environ, LD_PRELOAD=shim("reset_taken"),
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("reset_taken")
     taken = run(env)
     print(f"    resets found taken: {taken:.0f}")
     check(taken > 0, "a reset found taken by a waiting send")

@@ -806,15 +806,13 @@ def _paused(at, pid1=False, ignore=(), cfg_text=None, fname="paused.yaml", wrap=
     <wrap>: a command prefix before all that. (lb, its pid as seen here, go): go() lets it
     go on."""
     pause = Paused("open:" + tmppath(fname) if at == "open" else at)
-    env = dict(os.environ,
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
     wrap_ = pause.wrap
     if ignore:  # as the shell does, with exec: hashlb inherits them ignored
         wrap_ = ("sh", "-c", f"trap '' {' '.join(signal.Signals(s).name[3:] for s in ignore)}; "
                  'exec "$@"', "sh", *wrap_)
     if pid1:
         wrap_ = (*AS_PID1, *wrap_)
-    lb = Hashlb(cfg_text or config(BACKENDS), fname=fname, wait=False, env=env, wrap=(*wrap, *wrap_),
+    lb = Hashlb(cfg_text or config(BACKENDS), fname=fname, wait=False, wrap=(*wrap, *wrap_),
                 pass_fds=pause.pass_fds)
     check(pause.reached(), "hashlb reached the point of its start")
     pid = _init_pid(lb.proc) if pid1 else lb.proc.pid
@@ -998,10 +996,7 @@ def signals_before_command():
     for args in (["check", "-c", tmpfile("check.yaml", config(BACKENDS))], ["--version"],
                  ["--help"]):
         pause = Paused("main")
-        # preloaded before a sanitized build's runtime, as _paused() does
-        env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
-                   ":verify_asan_link_order=0")
-        p = spawn([*pause.wrap, HASHLB, *args], pass_fds=pause.pass_fds, env=env,
+        p = spawn([*pause.wrap, HASHLB, *args], pass_fds=pause.pass_fds,
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         check(pause.reached(), f"hashlb {args[0]} reached main()")
         os.kill(p.pid, signal.SIGTERM)

@@ -5,14 +5,13 @@ IPv6), then the client's bytes intact; health checks send the LOCAL header; a re
 on for new connections (and checks) only; off sends nothing. accept_proxy: hashlb reads its
 clients' headers, hashes and passes on the client they name, and closes (and counts) clients
 without a valid one."""
-import os
 import socket
 import struct
 import subprocess
 import time
 
 from ctltest import REST_TURN_RATE, Lb, config, metric_sum, turn_mark, turn_rate
-from shims import shim  # noqa: E402
+from shims import shim_env  # noqa: E402
 from lbtest import (HASHLB, BlackHole, check, client_ip, connect, frozen, lookup, outcome,
                     read_to_eof, run_tests, serve_each, syn_sent, tmpfile, wait_until)
 
@@ -453,7 +452,6 @@ def header_refused_then_retried():
     once), the client is retried on the next one, whose header still names the client the
     front proxy named, not the proxy itself (the addresses used to be freed with the first
     try)."""
-    lib = shim("refuse_header")
     bes = {n: ProxyBackend("v2") for n in ("a", "b", "c")}
     cfg = config([(n, b.addr) for n, b in bes.items()],
                  extra="accept_proxy: true\nproxy_protocol: v2\nconnect_retries: 2\n"
@@ -461,8 +459,7 @@ def header_refused_then_retried():
     client = "203.0.113.9"
     prefs = lookup(tmpfile("lookup.yaml", cfg), [client])[client]
     first = bes[prefs[0]].addr.rsplit(":", 1)[1]
-    env = dict(os.environ, LD_PRELOAD=lib, HLB_TEST_REFUSE_PORT=first,
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("refuse_header", HLB_TEST_REFUSE_PORT=first)
     lb = Lb(cfg, env=env)
     src, dst = (client, 40000), ("192.0.2.1", 443)
     ok = proxied(lb.addr, expected("v1", src, dst), b"retried")

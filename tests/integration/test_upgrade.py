@@ -35,7 +35,7 @@ import time  # noqa: E402
 from ctltest import Lb, config, metric_sum  # noqa: E402
 from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, Skip, socket_inodes, spawn, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
-from shims import Paused, shim  # noqa: E402
+from shims import Paused, shim_env  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -1793,10 +1793,8 @@ def unix_admin_path_answers_while_the_new_one_binds():
     text = config(BACKENDS, admin="unix:" + path, listen=f"{LISTEN[0]}:{LISTEN[1]}")
     old = Lb(text, fname="bindover-old.yaml")
     pause = Paused("bind")
-    env = dict(os.environ,
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
     new = Hashlb(text, fname="bindover-new.yaml", wait=False, wrap=pause.wrap,
-                 pass_fds=pause.pass_fds, env=env)
+                 pass_fds=pause.pass_fds)
     try:
         check(pause.reached(), "the new one is about to bind its admin socket")
         check(status_pid(old) == old.proc.pid,
@@ -1821,8 +1819,7 @@ def unix_admin_path_bound_in_place_when_a_name_beside_it_is_refused():
     that, the start failed (cannot listen on unix:PATH: Permission denied)."""
     path = tmppath("inplace.sock")
     text = config(BACKENDS, admin="unix:" + path, listen=f"{LISTEN[0]}:{LISTEN[1]}")
-    env = dict(os.environ, LD_PRELOAD=shim("bind_refuse"),
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("bind_refuse")
     try:
         old = Lb(text, fname="inplace-old.yaml", env=env)
     except SystemExit as e:  # no admin endpoint: it did not start
@@ -2515,8 +2512,7 @@ def queued_clients_stay_the_new_ones_when_it_is_slow():
     already. They are its: the old one closes its copies, unreset, and serves none of them
     when its slot frees. It took them back on its timer, so that two processes served one
     client socket: its bytes split between two backends' connections."""
-    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_PAUSE_MS="7000",
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("answer_pause", HLB_TEST_ANSWER_PAUSE_MS="7000")
     exe, lb, held, queued = queued_capped("queued-slow", 4, env=env)
     new_pid = None
     try:
@@ -2546,8 +2542,7 @@ def queued_clients_the_new_process_used_are_reset():
     serve that client."""
     flag = tmppath("queued-exit-now")
     up = None
-    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_EXIT_ON=flag,
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("answer_pause", HLB_TEST_ANSWER_EXIT_ON=flag)
     exe, lb, held, queued = queued_capped("queued-exit", 3, env=env)
     new_pid = None
     try:
@@ -2599,8 +2594,7 @@ def queued_clients_of_an_answer_cut_short_are_served_once():
     its 5 s timer: nothing more can come), and serves them when its slot frees; the last two,
     refused there and not said so here, are the new one's and closed on both sides: a client
     is served by one process at most, the old one serving none on a guess."""
-    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_CUT="refused 10",
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("answer_pause", HLB_TEST_ANSWER_CUT="refused 10")
     # one worker: the lines go in the order the clients came (two would interleave queues)
     exe, lb, held, queued = queued_capped("queued-cut", 12, env=env, workers=1)
     new_pid = None
@@ -2639,8 +2633,7 @@ def queued_clients_sending_while_lent_are_not_reset():
     received less those unread); bytes arriving between the two reads of one count
     (inq_pause.c widens that gap, as a loaded machine does) made it look read, and the old
     one reset clients no one had touched."""
-    env = dict(os.environ, LD_PRELOAD=shim("inq_pause"), HLB_TEST_INQ_PAUSE_MS="50",
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("inq_pause", HLB_TEST_INQ_PAUSE_MS="50")
     exe, lb, held, queued = queued_capped("queued-stream", 3, env=env)
     new_pid = None
     stop_sending = threading.Event()

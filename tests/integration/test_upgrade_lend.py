@@ -25,7 +25,7 @@ import time  # noqa: E402
 
 from ctltest import Lb  # noqa: E402
 from lbtest import HASHLB, Backend, Skip, check, connect, pick_port, read_line, run_tests, tmppath  # noqa: E402
-from shims import shim  # noqa: E402
+from shims import shim_env  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -483,9 +483,7 @@ def lent_short_of_memory(at):
     for path in (arm, arm + ".hit"):
         if os.path.exists(path):
             os.unlink(path)
-    env = dict(os.environ, LD_PRELOAD=shim("grow_fail"), HLB_TEST_GROW_FAIL=arm,
-               HLB_TEST_GROW_FAIL_AT=str(at),  # the shim preloaded before a sanitizer's runtime
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = shim_env("grow_fail", HLB_TEST_GROW_FAIL=arm, HLB_TEST_GROW_FAIL_AT=str(at))
     lb = Lb(head(workers=1) + service("m", port), fname=f"nomem{at}.yaml", binary=exe, env=env)
     held, queued = queue_up(lb, ("127.0.0.1", port), n)
     new_pid = None

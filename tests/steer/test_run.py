@@ -52,7 +52,7 @@ import topo as T  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from promtext import parse_prometheus  # noqa: E402
-from shims import shim  # noqa: E402
+from shims import shim_wrap  # noqa: E402
 import gdbfail  # noqa: E402
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
@@ -448,11 +448,9 @@ def neighbour_unreadable(topo, servers):
     the table, saying what could not be read, as hashlb steer says it: not as the first
     backend's ("backend 'b1' (10.211.0.11:...): reading the neighbour table of eth0"), which
     reaching it would not help."""
-    lib = shim("neigh_fail")
     arp = "IP address       HW type     Flags       HW address            Mask     Device\n"
     d = Daemon(topo, service(topo, health="{enabled: false}"))
-    d.prefix = ["env", f"LD_PRELOAD={lib}", f"HLB_TEST_ARP={arp}",
-                "ASAN_OPTIONS=" + os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"]
+    d.prefix = list(shim_wrap("neigh_fail", f"HLB_TEST_ARP={arp}"))
     d.start()
     try:
         line = d.wait_log("kernel steering table not updated", 10)
@@ -2242,7 +2240,7 @@ def stop_shared_both(topo, servers):
     log = tempfile.NamedTemporaryFile(prefix="hlbst-bpf-", delete=False)
     log.close()
     d = Daemon(topo, web + api)
-    d.prefix = ["env", f"LD_PRELOAD={shim('bpf_log')}", f"HLB_TEST_BPF_LOG={log.name}"]
+    d.prefix = list(shim_wrap("bpf_log", f"HLB_TEST_BPF_LOG={log.name}"))
     d.start()
     client4 = client6 = None
     try:
