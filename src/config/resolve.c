@@ -1075,7 +1075,8 @@ static int keep_last(const struct last_index *ix, const struct hashlb_service_cf
 /*
  * table_memory counted again over <c>'s backends as resolved: an
  * each_address entry is as many backends as its name has addresses, and
- * a ring's table as many times the points.
+ * a ring's table as many times the points. Past it: HASHLB_ERR_MEMORY_CAP,
+ * the names resolved (a round says it so, not as names that failed).
  */
 static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
 {
@@ -1088,7 +1089,7 @@ static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
 
 		if (hlb_table_memory_add(c, s, msg, sizeof(msg)) == 0)
 			continue;
-		r = hashlb_err(err, -EINVAL, HASHLB_ERR_CONFIG,
+		r = hashlb_err(err, -EINVAL, HASHLB_ERR_MEMORY_CAP,
 			       "service '%s', its names resolved: %s", s->name, msg);
 		if (err) {
 			err->file = c->path;

@@ -474,7 +474,11 @@ static void resolve_tick(void *arg)
 					      HASHLB_RESOLVE_TIMEOUT_MS, ctl->cfg, &failed, &err);
 	ctl->resolve_job = NULL;
 	if (r < 0) {
-		resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err);
+		/* the names resolved, their addresses past the config's own table_memory */
+		resolve_failed(ctl,
+			       err.reason == HASHLB_ERR_MEMORY_CAP ? RESOLVE_REFUSED
+								   : RESOLVE_NOT_RESOLVED,
+			       &err);
 		resolve_drop(ctl);
 	} else {
 		if (failed.reason != HASHLB_ERR_NONE)

@@ -1020,6 +1020,22 @@ def stuck_name_does_not_hold_the_others():
         x.stop()
 
 
+def refused_rounds(lb, rounds):
+    """The lines of <lb>'s log saying a round's new addresses were refused, once one is and
+    <rounds> more rounds have failed."""
+    refused = 'msg="names resolved, their new addresses refused: the backends keep theirs"'
+
+    def lines():
+        return [l for l in lb.log if refused in l]
+
+    check(lb.wait(lines, timeout=15) is not None,
+          f"the round is refused, saying so: {lb.log[-3:]}")
+    failed0 = lb.status()["resolve"]["failed"]
+    check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= failed0 + rounds, timeout=30)
+          is not None, f"{rounds} more rounds refused: {lb.status()['resolve']}")
+    return lines()
+
+
 def round_refused_says_so():
     """A round whose names resolve but whose new addresses cannot be applied (here: an
     each_address name gaining 9 addresses, beside a weight of 25 set at run time, passes
@@ -1042,19 +1058,44 @@ def round_refused_says_so():
         return [l for l in lb.log if f'msg="{what}' in l]
 
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))  # 35,000 points: past it
-    refused = "names resolved, their new addresses refused: the backends keep theirs"
-    check(lb.wait(lambda: lines(refused), timeout=15) is not None,
-          f"the round is refused, saying so: {lb.log[-3:]}")
-    failed0 = lb.status()["resolve"]["failed"]
-    check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= failed0 + 3, timeout=30)
-          is not None, f"3 more rounds refused: {lb.status()['resolve']}")
-    got = lines(refused)
+    got = refused_rounds(lb, 3)
     check(len(got) == 1 and "line=2 column=15" in got[0] and
           "over table_memory 1MiB (1048576): raise it" in got[0] and
           "rounds_failed=1" in got[0], f"logged once, at table_memory, in its words: {got}")
     check(not lines("names not resolved") and not lines("names resolve again"),
           f"not as names not resolved, nor as resolved again each round: "
           f"{lines('names not resolved')[:1]} {lines('names resolve again')[:1]}")
+    check(sorted(b["name"] for b in lb.service()["backends"]) == ["b", f"pool@{hosts[0]}"],
+          f"the backends keep their addresses: {lb.service()['backends']}")
+    check(lb.stop() == 0, "exit 0")
+
+
+def round_past_own_table_memory_says_so():
+    """A round whose names resolve but whose new addresses put the config's own weights past
+    table_memory (an each_address name of weight 4 gaining 9 addresses, no weight set at run
+    time) is logged as refused, at the service, once, and the backends keep their addresses.
+    Before, it was logged as `names not resolved`, though its error said "its names
+    resolved": the resolver's own refusal gave the reason a failing name gives."""
+    need_unshare()
+    hosts = [f"127.0.0.{41 + i}" for i in range(10)]
+    names = Names("ownmemory", f"{hosts[0]} pool\n")
+    # ring of vnodes 1000, about 32 bytes a point: 5,000 points within 1 MiB, 41,000 past it
+    cfg = "resolve_every: 1s\ntable_memory: 1MiB\n" + config(
+        [("pool", "pool:9", "each_address: true", "weight: 4"), ("b", "127.0.0.1:9")],
+        scheme="ring", extra="vnodes: 1000", health="enabled: false")
+    line = cfg.splitlines().index("  - name: t") + 1
+    lb = Lb(cfg, wrap=names.wrap())
+
+    def lines(what):
+        return [l for l in lb.log if f'msg="{what}' in l]
+
+    names.set_hosts("".join(f"{h} pool\n" for h in hosts))
+    got = refused_rounds(lb, 2)
+    check(len(got) == 1 and f"line={line} " in got[0] and "its names resolved" in got[0] and
+          "over table_memory 1MiB (1048576): raise it" in got[0] and
+          "rounds_failed=1" in got[0], f"logged once, at the service, in its words: {got}")
+    check(not lines("names not resolved"),
+          f"not as names not resolved: {lines('names not resolved')[:1]}")
     check(sorted(b["name"] for b in lb.service()["backends"]) == ["b", f"pool@{hosts[0]}"],
           f"the backends keep their addresses: {lb.service()['backends']}")
     check(lb.stop() == 0, "exit 0")
@@ -1149,4 +1190,5 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
            reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once,
            round_refused_says_so,
+           round_past_own_table_memory_says_so,
            failed_reload_keeps_the_round])
