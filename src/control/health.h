@@ -101,6 +101,10 @@ bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, b
 bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
 			bool succeeded, uint64_t now_ms);
 
+/* Passive-only health no longer applies: no trial, no hold growth (a hold, if any, is the
+ * caller's to end). */
+void hlb_health_passive_end(struct hlb_health *h);
+
 /*
  * Re-evaluate suppression at <now_ms> without a new result: a suppressed
  * backend whose checks pass comes back up once its penalty has decayed; a

@@ -1799,6 +1799,11 @@ static void pool_tick(void *arg)
 static bool backend_unchecked_set_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
 				     bool was_passive_only, uint64_t now)
 {
+	/* passive-only no more (checks on, passive off, a lone backend): its trial and hold growth
+	 * end now, not at a tick that runs only while passive-only applies (a reload bringing
+	 * it back would otherwise hold it at its next failure, for twice the hold before) */
+	if (!b->svc->hp.passive_hold_ms)
+		hlb_health_passive_end(&b->health);
 	if (c->health.enabled || b->health.up)
 		return false;
 	/* held by passive-only health, which the new config keeps: until its hold is over, or

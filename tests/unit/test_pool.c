@@ -2504,6 +2504,57 @@ static void test_passive_only_hold_across_reloads(void **state)
 	fixture_teardown(&f);
 }
 
+/* <f>: passive_only_pool() of 3 backends, a hold of 100 ms; its b1 held down by fall failed
+ * connects, then up on trial. Returns b1. */
+static struct hlb_pool_backend *on_trial(struct fixture *f, struct log_lines *l)
+{
+	struct hlb_pool_backend *b;
+
+	passive_only_pool(f, 3, 100, l);
+	b = hlb_pool_backend_find(f->svc, "b1");
+	loop_for(f, 150);
+	forwarder_fails(f, b, 3);
+	loop_until_health(f, b, false);
+	loop_until_health(f, b, true);
+	assert_true(b->health.trial);
+	return b;
+}
+
+/*
+ * Passive-only health: a reload that ends it (passive off) ends a backend's trial and the
+ * growth of its holds, and one that brings it back starts afresh: fall failed connects take
+ * the backend down, for the first hold. Before, the tick that ends them ran only while
+ * passive-only applied: the trial outlived the reload, and passive back on, the backend's next
+ * failed connect held it at once, for twice the hold.
+ */
+static void test_passive_only_reload_off_ends_trial(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_config *next;
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	b = on_trial(&f, &l);
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].health.passive = false;
+	fixture_reload(&f, next);
+	loop_for(&f, 60);
+	assert_false(b->health.trial);
+	assert_int_equal(b->health.holds, 0);
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].health.passive_hold_ms = 100;
+	fixture_reload(&f, next);
+	loop_for(&f, 60);
+	forwarder_fails(&f, b, 1); /* 1 of fall 3 */
+	loop_for(&f, 60);
+	assert_true(b->health.up);
+	forwarder_fails(&f, b, 3);
+	loop_until_health(&f, b, false);
+	assert_int_equal(b->health.hold_ms, 100);
+	fixture_teardown(&f);
+}
+
 /*
  * Nothing is held by its connects: a service's only backend (nginx's rule: held, it would
  * refuse every client for the hold, though it may be back already), and any backend with
@@ -2675,13 +2726,7 @@ static void test_passive_only_trial_ends_with_a_served_client(void **state)
 	struct fixture f;
 
 	(void)state;
-	passive_only_pool(&f, 3, 100, &l);
-	b = hlb_pool_backend_find(f.svc, "b1");
-	loop_for(&f, 150);
-	forwarder_fails(&f, b, 3);
-	loop_until_health(&f, b, false);
-	loop_until_health(&f, b, true); /* on trial */
-	assert_true(b->health.trial);
+	b = on_trial(&f, &l);
 	atomic_fetch_add(&b->rt->wstats[1].established, 1); /* a client served */
 	forwarder_fails(&f, b, 1); /* then one refused: 1 of fall 3 */
 	loop_for(&f, 60); /* a tick */
@@ -3359,6 +3404,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
+		cmocka_unit_test(test_passive_only_reload_off_ends_trial),
 		cmocka_unit_test(test_passive_off_with_checks_counts_no_connect),
 		cmocka_unit_test(
 			test_reload_renaming_an_address_frees_the_old_name_after_a_grace_period),
