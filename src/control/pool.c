@@ -2745,7 +2745,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			atomic_store(&b->rt->admin, (int)b->admin); /* retiring forced drain */
 			backend_cfg_apply(b, &c->backends[i], c, NULL);
 			/* said once the reload is applied (orphans_adopted()) */
-			backend_unchecked_set_up(b, c, false, hlb_now_ms());
+			backend_unchecked_set_up(b, c, b->orphan_passive_only, hlb_now_ms());
 			s->backends[s->n_backends++] = b;
 			continue;
 		}
@@ -3893,6 +3893,17 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->log_connections == b->log_connections && source_equal(a, b);
 }
 
+/* <b> of <s>, which a reload removes: one of <p>'s orphans, which a reload adding <s> back
+ * takes back (orphan_take()), its health as it was (passive-only's or not) */
+static void backend_orphan(struct hlb_pool *p, struct hlb_pool_service *s,
+			   struct hlb_pool_backend *b)
+{
+	b->orphan_passive_only = s->hp.passive_hold_ms;
+	b->svc = NULL;
+	b->orphan_of = strdup(s->cfg->name); /* NULL: not taken back */
+	p->orphans[p->n_orphans++] = b;
+}
+
 /*
  * A service a reload removed, or renamed: its listener is closed already;
  * its connections drain like a removed backend's, until the service's
@@ -3938,15 +3949,10 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 		hlb_check_stop(&b->check);
 		backend_drain_until(b, deadline);
 		atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
-		b->svc = NULL;
-		b->orphan_of = strdup(s->cfg->name); /* NULL: not taken back */
-		p->orphans[p->n_orphans++] = b;
+		backend_orphan(p, s, b);
 	}
-	for (uint32_t i = 0; i < s->n_removed; i++) { /* already draining: their deadline */
-		s->removed[i]->svc = NULL;
-		s->removed[i]->orphan_of = strdup(s->cfg->name);
-		p->orphans[p->n_orphans++] = s->removed[i];
-	}
+	for (uint32_t i = 0; i < s->n_removed; i++) /* already draining: their deadline */
+		backend_orphan(p, s, s->removed[i]);
 	/* drained, their removal not final yet: a reload adding the service back takes them
 	 * back, as one adding them back to it would have (service_reclaim()), until their
 	 * deadline; those past it, kept for their series alone, go with the service */
@@ -3957,9 +3963,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 			s->drained[k++] = b;
 			continue;
 		}
-		b->svc = NULL;
-		b->orphan_of = strdup(s->cfg->name);
-		p->orphans[p->n_orphans++] = b;
+		backend_orphan(p, s, b);
 	}
 	s->n_drained = k;
 	s->n_backends = s->n_removed = 0;

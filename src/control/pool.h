@@ -96,6 +96,7 @@ struct hlb_pool_backend {
 	/* An orphan: the service a reload removed it with (NULL if none, or short of memory), for
 	 * the reload that adds that service back before it drained (pool.c, orphan_take()). */
 	char *orphan_of;
+	bool orphan_passive_only; /* an orphan whose health was passive-only's */
 };
 
 struct hlb_pool_service {

@@ -2649,32 +2649,41 @@ static void test_passive_only_maint_then_ready_releases_a_flapping_backend(void 
 
 /*
  * Passive-only health: a reload that keeps it keeps a backend held down for flapping past its
- * hold, as it keeps a hold (the backend is no more up than before). Before, the reload brought
- * it up (cause=unchecked), its damping forgotten, as if its checks had been turned off.
+ * hold, as it keeps a hold (the backend is no more up than before); so does one that adds back
+ * its service, which the reload before removed, taking the backend back (an orphan). Before,
+ * the reload brought it up (cause=unchecked), its damping forgotten, as if its checks had been
+ * turned off, and after it had been kept, taking the orphan back did still.
  */
 static void test_passive_only_reload_keeps_flap_damping(void **state)
 {
-	struct log_lines l = { 0 };
-	struct hashlb_config *next;
-	struct hlb_pool_backend *b;
-	struct fixture f;
-	size_t n;
+	for (int removed = 0; removed < 2; removed++) {
+		struct log_lines l = { 0 };
+		struct hashlb_config *next;
+		struct hlb_pool_backend *b;
+		struct fixture f;
+		size_t n;
 
+		b = held_for_flapping(&f, &l, 0); /* the penalty decays in 100 s */
+		loop_for(&f, 200); /* its hold over: held for flapping alone */
+		assert_false(b->health.up);
+		assert_int_equal(b->health.hold_until_ms, 0);
+		if (removed)
+			fixture_reload(&f, config_api()); /* web removed: its backends orphans */
+		n = l.n;
+		next = config_new(HASHLB_SCHEME_RING, 3);
+		next->services[0].health.passive_hold_ms = 200;
+		fixture_reload(&f, next);
+		assert_ptr_equal(hlb_pool_backend_find(hlb_pool_service_find(f.pool, "web"), "b1"),
+				 b);
+		loop_for(&f, 60);
+		assert_false(b->health.up);
+		assert_true(b->health.suppressed);
+		assert_false(atomic_load(&b->rt->healthy));
+		for (size_t i = n; i < l.n; i++) /* no up line */
+			assert_null(strstr(l.text[i], "msg=\"backend up\""));
+		fixture_teardown(&f);
+	}
 	(void)state;
-	b = held_for_flapping(&f, &l, 0); /* the penalty decays in 100 s */
-	loop_for(&f, 200); /* its hold over: held for flapping alone */
-	assert_false(b->health.up);
-	assert_int_equal(b->health.hold_until_ms, 0);
-	n = l.n;
-	next = config_new(HASHLB_SCHEME_RING, 3);
-	next->services[0].health.passive_hold_ms = 200;
-	fixture_reload(&f, next);
-	loop_for(&f, 60);
-	assert_false(b->health.up);
-	assert_true(b->health.suppressed);
-	assert_false(atomic_load(&b->rt->healthy));
-	assert_int_equal(l.n, n); /* no up line */
-	fixture_teardown(&f);
 }
 
 /*
