@@ -1592,6 +1592,8 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	    (r = get_duration(ld, v, "passive_hold", HEALTH_INTERVAL_MIN, HEALTH_INTERVAL_MAX,
 			      &h->passive_hold_ms)) < 0)
 		return r;
+	if (v)
+		h->passive_hold_pos = map_key(m, "passive_hold")->pos;
 	/* A short interval alone shortens the default timeout with it, rather
 	 * than failing on a key the operator did not write. */
 	if (!map_get(m, "timeout") && h->timeout_ms > h->interval_ms)
@@ -3025,6 +3027,27 @@ static void service_none_takes_clients(const struct hashlb_config *c,
 	(*n)++;
 }
 
+/* Service <s>'s health.passive_hold written with checks on, where it holds nothing (the checks
+ * bring a backend back, not a hold's end): into <w>[*n] (while below <max>), counted in <*n>. */
+static void service_passive_hold_unread(const struct hashlb_config *c,
+					const struct hashlb_service_cfg *s, struct hashlb_error *w,
+					size_t max, size_t *n)
+{
+	char msg[320];
+
+	if (!s->health.enabled || !s->health.passive_hold_pos.line)
+		return;
+	if (*n < max) {
+		snprintf(msg, sizeof(msg),
+			 "service '%s': health.passive_hold holds a backend only with checks off "
+			 "(health.enabled: false); with checks on, failed connects count toward "
+			 "fall and the checks bring it back: the setting does nothing here",
+			 s->name);
+		warning_at(c, s->health.passive_hold_pos, msg, w + *n);
+	}
+	(*n)++;
+}
+
 static int pos_cmp(struct hashlb_pos x, struct hashlb_pos y)
 {
 	if (x.line != y.line)
@@ -3124,6 +3147,7 @@ int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *r
 		int r;
 
 		service_none_takes_clients(c, &c->services[i], ret_warnings, max, &n);
+		service_passive_hold_unread(c, &c->services[i], ret_warnings, max, &n);
 		r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
 		if (r < 0)
 			return r;

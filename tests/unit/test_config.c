@@ -1557,6 +1557,31 @@ static void test_shared_address_warned(void **state)
 }
 
 /*
+ * health.passive_hold written with checks on holds nothing (the checks bring a backend back):
+ * hashlb check warns of it, at the key. Not with checks off, where it is read, nor unwritten.
+ */
+static void test_passive_hold_with_checks_on_warns(void **state)
+{
+	struct hashlb_error w[4];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok(MINIMAL "    health:\n      interval: 1s\n      passive_hold: 5s\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 1);
+	assert_int_equal(w[0].line, 9);
+	assert_int_equal(w[0].column, 7); /* the key's */
+	assert_non_null(strstr(w[0].msg, "service 'web': health.passive_hold holds a backend only "
+					 "with checks off"));
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    health: {enabled: false, passive_hold: 5s}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    health: {interval: 1s}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
+	hashlb_config_free(c);
+}
+
+/*
  * A duration written as a number alone loads as milliseconds (old files keep loading) but is
  * warned of at its place, with what it was read as and how to write it: "connect: 5" meant
  * 5s more likely than 5ms. Seconds are suggested only where they are in range and a day at
@@ -4260,6 +4285,7 @@ int main(void)
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_shared_address_warned),
 		cmocka_unit_test(test_bare_duration_warned),
+		cmocka_unit_test(test_passive_hold_with_checks_on_warns),
 		cmocka_unit_test(test_bare_duration_suggestions),
 		cmocka_unit_test(test_bare_duration_anchor_two_settings),
 		cmocka_unit_test(test_loop),
