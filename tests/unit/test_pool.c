@@ -2644,6 +2644,21 @@ static void test_passive_only_maint_then_ready_releases_a_flapping_backend(void 
 	assert_int_equal(b->health.flaps, 1); /* a counter: kept */
 	loop_until_health(&f, b, true); /* its hold over: on trial */
 	assert_true(b->health.trial);
+	assert_string_equal(l.text[l.n - 1], "msg=\"backend up\" service=web backend=b1 "
+					     "cause=hold_over flaps=1");
+	fixture_teardown(&f);
+	/* its hold over before it leaves maint, held by damping alone: released at the next
+	 * tick, said as damping's end (docs/control.md, "Passive-only health") */
+	l = (struct log_lines){ 0 };
+	b = held_for_flapping(&f, &l, 0);
+	loop_for(&f, 200);
+	assert_false(b->health.up);
+	assert_int_equal(b->health.hold_until_ms, 0);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_MAINT), 0);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_READY), 0);
+	loop_until_health(&f, b, true);
+	assert_string_equal(l.text[l.n - 1], "msg=\"backend up\" service=web backend=b1 "
+					     "cause=damping flaps=1");
 	fixture_teardown(&f);
 }
 
