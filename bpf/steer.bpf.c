@@ -459,6 +459,21 @@ static __always_inline void ct_closing_count(void)
 		st2->ct_closing++;
 }
 
+/* Entry <e> of the flow of hash <h> as a packet with TCP flags <fl> leaves it: ct_mark()'s
+ * rule, for a kept entry and a new one alike. */
+static __always_inline __u64 ct_marked(__u64 e, __u64 h, __u8 fl)
+{
+	/* bit 33 as the hash has it: not half-open; else half-open */
+	__u64 open = (e & ~(HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN)) |
+		     (h & HLB_STEER_CT_HALF_OPEN);
+
+	if (fl & (TCP_F_FIN | TCP_F_RST))
+		return open | HLB_STEER_CT_CLOSING;
+	if (fl & TCP_F_SYN)
+		return (open ^ HLB_STEER_CT_HALF_OPEN) | HLB_STEER_CT_CLOSING;
+	return open;
+}
+
 /*
  * Way <way> of <b>, entry <e> of the flow of hash <h>, forwarded a packet with
  * TCP flags <fl>, one of them FIN, SYN or RST, or none of them with <e>
@@ -473,12 +488,7 @@ static __always_inline void ct_closing_count(void)
 static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u64 h,
 				    __u8 fl)
 {
-	/* bit 33 as the hash has it: not half-open; else half-open */
-	__u64 open = (e & ~(HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN)) |
-		     (h & HLB_STEER_CT_HALF_OPEN);
-	__u64 m = fl & (TCP_F_FIN | TCP_F_RST) ? open | HLB_STEER_CT_CLOSING
-		  : fl & TCP_F_SYN ? (open ^ HLB_STEER_CT_HALF_OPEN) | HLB_STEER_CT_CLOSING
-				   : open;
+	__u64 m = ct_marked(e, h, fl);
 
 	if (m == e)
 		return;
@@ -871,22 +881,17 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (way < HLB_STEER_CT_WAYS) {
 		/* One aligned 64-bit store: readers see the old entry or this. */
 		__u32 sh = way * HLB_STEER_CT_EXT_BITS;
-		/* bit 33 the hash's, as an older program's tag has it: open */
-		__u64 ne = hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot) |
-			   (h & HLB_STEER_CT_HALF_OPEN);
-
 		/* A FIN or RST that makes the entry (a flow rescheduled or
-		 * evicted as it closes) makes it closing, a SYN half-open, as
-		 * ct_mark() would on a kept entry: a stop's drain need not
-		 * wait for it. */
+		 * evicted as it closes) makes it closing, a SYN half-open,
+		 * marked as ct_mark() marks a kept entry (bit 33 the hash's, as
+		 * an older program's tag has it, where open): a stop's drain
+		 * need not wait for it. */
 		__u8 fl = tcp_flags(tcp);
+		__u64 ne = ct_marked(hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot),
+				     h, fl);
 
-		if (fl & (TCP_F_FIN | TCP_F_RST)) {
-			ne |= HLB_STEER_CT_CLOSING;
+		if (fl & (TCP_F_FIN | TCP_F_RST))
 			ct_closing_count();
-		} else if (fl & TCP_F_SYN) {
-			ne = (ne ^ HLB_STEER_CT_HALF_OPEN) | HLB_STEER_CT_CLOSING;
-		}
 		*(volatile __u64 *)&b->way[way] = ne;
 		b->seen[way] = now;
 		/* Not atomic with the entry: two CPUs inserting into one set at
