@@ -476,6 +476,8 @@ def routed_and_dropped(admin, n, failed):
         if metric_sum_text(body, "hashlb_service_active_connections") == 0:
             break
         time.sleep(0.05)
+    else:
+        check(False, "connections still open 10 s after the clients were served")
     routed = int(metric_sum_text(body, "hashlb_service_lookups_total"))
     check(n <= routed <= n + len(failed), f"hashlb routed {routed} connections: the {n} "
                                           f"clients' and at most {len(failed)} of tries that "

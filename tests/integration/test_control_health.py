@@ -158,6 +158,7 @@ def held_out_start(hold, passive="true"):
     clients = [client_ip(i * 31) for i in range(900)]
     table = lb.lookup(clients)
     mine = [c for c in clients if table[c] == "c"][:30]
+    check(len(mine) == 30, f"30 clients of c among {len(clients)}: {len(mine)}")
     port = bs[2].port
     bs[2].stop()
     served = [who(lb.addr, c) for c in mine[:6]]

@@ -433,8 +433,13 @@ static void ct_wrap(struct hashlb_steer *s)
 	for (int i = 1; i < HLB_STEER_CT_WAYS; i++)
 		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "flow %d not forwarded", i);
 	bucket_read(b, &bk);
-	for (int i = 1; i < HLB_STEER_CT_WAYS; i++)
-		bk.seen[way_of(&bk, &f[i])] = (uint16_t)(now - 100 - i);
+	for (int i = 1; i < HLB_STEER_CT_WAYS; i++) {
+		int wi = way_of(&bk, &f[i]);
+
+		CHECK(wi >= 0, "flow %d has no entry", i);
+		if (wi >= 0)
+			bk.seen[wi] = (uint16_t)(now - 100 - i);
+	}
 	bucket_write(b, &bk);
 	CHECK(send_pkt(&f[HLB_STEER_CT_WAYS], &be) == XDP_TX_, "seventh flow not forwarded");
 	bucket_read(b, &bk);
