@@ -1093,6 +1093,7 @@ static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_serv
 {
 	uint64_t cap = ctl->cfg->table_memory, own = service_bytes_max(s, ws), total = 0;
 	struct hlb_pool *p = ctl->pool;
+	char capbuf[64];
 
 	if (!cap || own <= service_bytes_max(s, NULL))
 		return 0;
@@ -1106,12 +1107,14 @@ static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_serv
 	}
 	if (total <= cap)
 		return 0;
+	/* the cap said as the loader and a reload say it (hashlb_table_memory_format()) */
+	hashlb_table_memory_format(ctl->cfg, capbuf, sizeof(capbuf));
 	return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
 			  "weight %u would let service %s's table take up to %" PRIu64
-			  " bytes, and the services' tables %" PRIu64 ", over table_memory %" PRIu64
+			  " bytes, and the services' tables %" PRIu64 ", over table_memory %s"
 			  ": nothing changed (raise table_memory, 0 = no cap, or give a lower "
 			  "weight)",
-			  w, s->cfg->name, own, total, cap);
+			  w, s->cfg->name, own, total, capbuf);
 }
 
 /*

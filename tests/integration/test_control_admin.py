@@ -975,7 +975,7 @@ def weight_beyond_table_memory_is_refused():
     gen = lb.service()["generation"]
     rc, so, se = lb.ctl("set", "a", "weight", "500")
     check(rc == 1 and "weight 500 would let service t's table take up to " in se and
-          "over table_memory 4194304: nothing changed" in se,
+          "over table_memory 4MiB (4194304): nothing changed" in se,
           f"ctl set a weight 500: refused: {rc} {so!r} {se!r}")
     a = lb.backend("a")
     check(a["weight"] == 1 and lb.service()["generation"] == gen and
@@ -997,7 +997,7 @@ def weight_beyond_table_memory_is_refused():
     rc2, so2, se2 = lb.ctl("reload")
     check(rc == 0 and rc2 == 0, f"with the weight set back, the reload applies: {se} {se2}")
     rc, so, se = lb.ctl("set", "a", "weight", "60")
-    check(rc == 1 and "over table_memory 1048576" in se,
+    check(rc == 1 and "over table_memory 1MiB (1048576): nothing changed" in se,
           f"and the new bound holds for the next set: {rc} {se!r}")
     check(lb.stop() == 0, "exit 0")
 
