@@ -1155,17 +1155,39 @@ static void take_extra(struct hlb_proxy *p, struct hlb_listener *l, const struct
 	}
 }
 
+int hlb_listener_err(int ret, const struct sockaddr *addr, const char *name,
+		     struct hashlb_error *err)
+{
+	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
+	uint16_t port = hashlb_addr_port(a);
+	char where[HASHLB_ADDR_STRLEN];
+	enum listen_who who;
+
+	hashlb_addr_format(a, where, sizeof(where));
+	who = ret == -EADDRINUSE && port ? who_listens(a) : LISTEN_UNKNOWN;
+	/* Our own listeners set SO_REUSEPORT and never refuse the bind: a socket that does
+	 * not listen does (a connection's, bound to the port on an address the bind covers,
+	 * TIME_WAIT included), which "another process listens there" misnamed. */
+	if (who != LISTEN_NONE && who != LISTEN_OURS)
+		return hashlb_listen_err(err, ret, name, where);
+	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+			  "service '%s': cannot listen on %s: %s (no other process listens there: "
+			  "connections hold port %u on an address the bind covers, `ss -tan "
+			  "sport = :%u` lists them; the kernel picks their ports from "
+			  "net.ipv4.ip_local_port_range: a port outside it meets none)",
+			  name, where, strerror(-ret), port, port);
+}
+
 /* <l>, which could not get socket <ret> (-errno) of service <name>, freed: the error said. The
  * sockets taken over that it held went with it: <p>'s count of inh[] again. */
 static int open_failed(struct hlb_proxy *p, struct hlb_listener *l, int ret, const char *name,
 		       struct hashlb_error *err)
 {
-	char where[HASHLB_ADDR_STRLEN];
+	struct sockaddr_storage bound = l->bound;
 
-	hashlb_addr_format(&l->bound, where, sizeof(where));
 	listener_free(l);
 	inh_counted(p);
-	return hashlb_listen_err(err, ret, name, where);
+	return hlb_listener_err(ret, (const struct sockaddr *)&bound, name, err);
 }
 
 /*
