@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "control/buf.h"
 #include "hashlb/config.h"
+#include "hashlb/grow.h"
 #include "runtime/answer.h"
 
 #define CTL_ADMIN_DEFAULT "127.0.0.1:9901"
@@ -145,7 +146,10 @@ static void usage(FILE *f)
 		"                                  failed (the old one goes on serving).\n"
 		"                                  With -c FILE that has errors: exit 1 with\n"
 		"                                  them, nothing sent (the new hashlb would\n"
-		"                                  refuse to start on it), unless --force\n"
+		"                                  refuse to start on it), unless --force;\n"
+		"                                  so too where the weights set at run time\n"
+		"                                  that it would take over pass FILE's\n"
+		"                                  table_memory\n"
 		"\n"
 		"  SERVICE may be left out when hashlb runs a single service, and by\n"
 		"  set and close when their BACKEND is in one service alone (one in\n"
@@ -164,8 +168,10 @@ static void usage(FILE *f)
 		"  -s, --service NAME  the service (table, lookup, clients, set, close)\n"
 		"  --pid PID           reload: the process to reload (see reload)\n"
 		"  --vip ADDR:PORT     lookup: the address clients connect to (see lookup)\n"
-		"  --force             upgrade: send it even though -c FILE has errors (the\n"
-		"                      running hashlb may have been started on another file)\n"
+		"  --force             upgrade: send it even though -c FILE has errors, or\n"
+		"                      its table_memory the weights set at run time pass\n"
+		"                      (the running hashlb may have been started on\n"
+		"                      another file)\n"
 		"  -t, --timeout S     give up on an endpoint that accepts no connection\n"
 		"                      within S seconds, or whose answer has not come\n"
 		"                      whole S seconds after the request (default 30),\n"
@@ -863,6 +869,112 @@ static long json_int(const char *json, const char *key)
 	snprintf(pat, sizeof(pat), "\"%s\":", key);
 	p = strstr(json, pat);
 	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* A weight the running hashlb had set at run time (a "set" line of GET /sockets). */
+struct carried_weight {
+	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1];
+	unsigned w, cfg_w; /* in force, and as its config had it */
+};
+
+static int carried_cmp(const void *x, const void *y)
+{
+	const struct carried_weight *a = x, *b = y;
+	int c = strcmp(a->svc, b->svc);
+
+	return c ? c : strcmp(a->name, b->name);
+}
+
+/* The weights set at run time that <text>'s "set" lines carry, sorted; their count in *<ret_n>. */
+static struct carried_weight *carried_parse(const char *text, uint32_t *ret_n)
+{
+	struct carried_weight *v = NULL, c;
+	size_t cap = 0, n = 0;
+	const char *next;
+
+	for (const char *l = text; l && *l; l = next) {
+		char line[2 * HASHLB_NAME_MAX + 256];
+		const char *end = strchr(l, '\n');
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+
+		next = end ? end + 1 : NULL;
+		if (len >= sizeof(line) || strncmp(l, "set ", 4))
+			continue;
+		memcpy(line, l, len);
+		line[len] = '\0';
+		if (sscanf(line, "set %255s %255s admin=%*s weight=%u/%u", c.svc, c.name, &c.w,
+			   &c.cfg_w) != 4 ||
+		    c.w == c.cfg_w || c.w > HASHLB_WEIGHT_MAX)
+			continue;
+		if (hlb_grow((void **)&v, &cap, n + 1, sizeof(*v), 16) < 0)
+			break; /* those read so far */
+		v[n++] = c;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), carried_cmp);
+	*ret_n = (uint32_t)n;
+	return v;
+}
+
+/*
+ * ctl upgrade's look at the weights set at run time (hashlb ctl set) that the new process
+ * takes over: GET /sockets's "set" lines, what it reads, each carried where <cfg> leaves the
+ * weight as the running config had it (the rule of a reload). -E2BIG with <err> said as the
+ * new process says it (at table_memory, or at the first service past it for the default) if
+ * <cfg>'s tables with them pass its table_memory: it would stop, the old one serving on, and
+ * the upgrade fail after the wait. 0 otherwise, and when they cannot be read (nothing carried,
+ * an older hashlb, the endpoint busy): the new process checks them all the same.
+ */
+static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
+			       const struct hashlb_config *cfg, struct hashlb_error *err)
+{
+	char cap[HASHLB_TABLE_MEMORY_STRLEN], *buf, *body;
+	struct carried_weight *v, key;
+	uint64_t bytes = 0, own;
+	uint32_t n = 0, *w;
+	int status, ret = 0;
+
+	if (!cfg->table_memory ||
+	    ctl_fetch(ss, len, "GET", "/sockets", "format=text", true, &status, &buf, &body) < 0)
+		return 0;
+	v = status == 200 ? carried_parse(body, &n) : NULL;
+	free(buf);
+	for (uint32_t i = 0; i < cfg->n_services && n && ret == 0; i++) {
+		const struct hashlb_service_cfg *s = &cfg->services[i];
+
+		w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
+		if (!w)
+			break;
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			const struct carried_weight *c;
+
+			snprintf(key.svc, sizeof(key.svc), "%s", s->name);
+			snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);
+			c = bsearch(&key, v, n, sizeof(*v), carried_cmp);
+			w[j] = s->backends[j].weight;
+			if (c && c->cfg_w == s->backends[j].weight)
+				w[j] = c->w;
+		}
+		own = hashlb_service_cfg_weights_bytes_max(s, w);
+		free(w);
+		bytes = own > UINT64_MAX - bytes ? UINT64_MAX : bytes + own;
+		/* at the first service past it, as the new process counts them (a weight lowered
+		 * at run time leaves room for one raised elsewhere) */
+		if (bytes <= cfg->table_memory || own == UINT64_MAX)
+			continue;
+		hashlb_table_memory_format(cfg, cap, sizeof(cap));
+		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+				 "service '%s': with the weights set at run time in the running "
+				 "hashlb, which the new one takes over, the services' tables up to "
+				 "it may take %" PRIu64 " bytes, over table_memory %s: "
+				 "raise it (0 = no cap), or set those weights lower there first",
+				 s->name, bytes, cap);
+		err->line = cfg->table_memory_pos.line ? cfg->table_memory_pos.line : s->pos.line;
+		err->column =
+			cfg->table_memory_pos.line ? cfg->table_memory_pos.column : s->pos.column;
+	}
+	free(v);
+	return ret;
 }
 
 #define UPGRADE_WAIT_MS 70000 /* the daemon gives the new process 60 s */
@@ -1650,6 +1762,18 @@ int cmd_ctl(int argc, char **argv)
 		}
 		ss = *admin_addr;
 		len = admin_len;
+		/* the weights the new process takes over, in FILE's table_memory (not when
+		 * forced, nor with errors: the loader did not count its tables) */
+		if (!strcmp(cmd, "upgrade") && cfg && !fe.err.msg[0] && !o.force &&
+		    upgrade_weights_fit(&ss, len, cfg, &err) < 0) {
+			err.file = o.config;
+			cli_print_error(&err);
+			cli_error(
+				"the new hashlb would refuse to start with them: nothing was sent "
+				"(give --force to upgrade all the same)\n");
+			hashlb_config_free(cfg);
+			return 1;
+		}
 		hashlb_config_free(cfg);
 	} else if (cli_admin_parse(o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN",
 				   o.admin ? o.admin : CTL_ADMIN_DEFAULT, ctl_addr_resolve, &ss,

@@ -1105,6 +1105,34 @@ def reloads_that_run_time_weights_leave_no_table_are_refused():
     check(lb.stop() == 0, "exit 0")
 
 
+def an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front():
+    """hashlb ctl -c FILE upgrade, FILE's table_memory too small for a weight set at run time
+    that the new process would take over (FILE leaves that weight as the running config had
+    it): refused before anything is sent, at FILE's table_memory line, as the new process
+    would refuse to start. Before, its pre-check counted FILE's weights alone: the upgrade
+    was sent, the new process stopped, and ctl said so only after the wait."""
+    ring = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2")]  # never dialled
+    off = "enabled: false"
+    lb = Lb(config(ring, scheme="ring", health=off, extra="vnodes: 1000"))
+    rc, so, se = lb.ctl("set", "a", "weight", "500")
+    check(rc == 0, f"ctl set a weight 500: {se}")
+    pid = lb.status()["pid"]
+    lb.rewrite("table_memory: 4MiB\n" + config(ring, scheme="ring", health=off,
+                                                 extra="vnodes: 1000"))
+    n = len(lb.log)
+    rc, so, se = lb.ctl("-c", lb.path, "upgrade")
+    check(rc == 1 and re.search(r":1:15: error: service 't': with the weights set at run time "
+                                r"in the running hashlb, which the new one takes over, the "
+                                r"services' tables up to it may take \d+ bytes, over "
+                                r"table_memory 4MiB \(4194304\)", se)
+          and "nothing was sent" in se, f"refused at table_memory, nothing sent: {rc} {se!r}")
+    st = lb.status()
+    check(st["pid"] == pid and st["upgrade"] is None and
+          not any("upgrade" in l for l in lb.log[n:]),
+          f"no upgrade started: {st['upgrade']} {lb.log[n:]}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def reloads_say_who_asked():
     """A reload's line says what asked for it, as `ctl set` says by=admin: the admin endpoint
     (POST /reload, hashlb ctl reload) `by=admin`, SIGHUP `by=signal`, a failed one too.
@@ -1867,7 +1895,9 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reloads_say_what_run_time_settings_they_keep,
-           reloads_that_run_time_weights_leave_no_table_are_refused, reloads_say_who_asked,
+           reloads_that_run_time_weights_leave_no_table_are_refused,
+           an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front,
+           reloads_say_who_asked,
            reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            reloads_say_how_many_clients_they_move,
