@@ -161,6 +161,16 @@ want = "  health       passive only (checks off): fall 4, passive_hold 1500ms\n"
 check(r.returncode == 0 and want in r.stdout, f"check prints {want.strip()!r}: {r.stdout}{r.stderr}")
 long_lines = [l for l in r.stdout.splitlines() if l.startswith("  health") and len(l) > 80]
 check(not long_lines, f"check's health line within 80 columns: {long_lines}")
+# and at the widest the keys allow: fall 100 (its most), passive_hold 3599999ms (under 1h, its
+# most, in the unit that writes it longest)
+r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+                 "    health: {enabled: false, fall: 100, passive_hold: 3599999ms}\n"
+                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n"
+                 "      - {name: b, address: 127.0.0.1:18382}\n")
+lines = [l for l in r.stdout.splitlines() if l.startswith("  health")]
+check(r.returncode == 0 and len(lines) == 1 and "fall 100, passive_hold 3599999ms" in lines[0]
+      and len(lines[0]) <= 80,
+      f"check's widest passive-only health line within 80 columns: {lines}{r.stderr}")
 
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
