@@ -1344,6 +1344,11 @@ def outgrown(topo, servers):
         # line 0, the file alone
         check(line is not None and "line=4 column=5 " in line,
               f"outgrown: the refusal not at the service's line 4, column 5: {line}")
+        # and hashlb ctl reload prints it at FILE:4:5, as a config's errors are printed
+        p = d.ctl("reload")
+        check(p.returncode == 1 and f"{d.path}:4:5: error: service web, steered in the kernel"
+              in p.stderr, f"outgrown: ctl reload: not at {d.path}:4:5: {p.returncode} "
+              f"{p.stderr.strip()}")
         stale = [x for x in d.lines if "kernel steering table not updated" in x]
         check(not stale, f"outgrown: a table refused by the kernel path: {stale[-1:]}")
         p = d.ctl("set", "b1", "weight", "1000")
