@@ -854,6 +854,34 @@ static void shed_add(struct hlb_http *h, int fd)
 	shed_timer_at(h, s->until);
 }
 
+/*
+ * accept4() on the listener of <h> failed with <err>: a descriptor freed for the next try if
+ * <err> is for want of one (EMFILE, ENFILE), whether it was. The reserve is given up for it
+ * (its slot for the connection); in use already, the descriptor of the connection that has
+ * lingered longest, given up as its place at the 64 is (what its client sent read first), the
+ * reserve in its slot (http_fd_close()) for the next accept. Held, it kept every admin request
+ * in the backlog until its client ended (2 s at most), one that reads its answer and is slow
+ * to close its socket. (Those answered 503 at accept, in h->shed, are not given up: there are
+ * some only once 72 connections were open, and each goes within h->linger_ms.)
+ */
+static bool accept_room(struct hlb_http *h, int err)
+{
+	struct http_conn *c;
+
+	if (err != EMFILE && err != ENFILE)
+		return false;
+	if (h->spare >= 0) {
+		close(h->spare);
+		h->spare = -1;
+		return true;
+	}
+	c = conn_lingering_oldest(h, CONN_ANY);
+	if (!c)
+		return false;
+	conn_give_up(c);
+	return true;
+}
+
 static void http_resume(void *arg)
 {
 	struct hlb_http *h = arg;
@@ -878,23 +906,8 @@ static void http_accept(void *arg, uint32_t events)
 		int fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct http_conn *c;
 
-		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && h->spare >= 0) {
-			close(h->spare); /* its slot for this connection */
-			h->spare = -1;
+		if (fd < 0 && accept_room(h, errno))
 			continue;
-		}
-		if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
-		    (c = conn_lingering_oldest(h, CONN_ANY))) {
-			/* the reserve given up already: the descriptor of the connection that has
-			 * lingered longest, given up as its place at the 64 is (what its client sent
-			 * read first), the reserve in its slot (http_fd_close()) for the next accept.
-			 * Held, it kept every admin request in the backlog until its client ended (2 s
-			 * at most), one that reads its answer and is slow to close its socket. (Those
-			 * answered 503 at accept, in h->shed, are not given up: there are some only
-			 * once 72 connections were open, and each goes within h->linger_ms.) */
-			conn_give_up(c);
-			continue;
-		}
 		if (fd < 0 &&
 		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
 			/* the connection stays in the backlog: look again later */
@@ -1215,19 +1228,26 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 	 * path renamed to it (a Unix socket), or beside this one (SO_REUSEPORT), which the kernel
 	 * shares new connections with until the close below; so at most twice the backlog. One
 	 * its client reset while it waited (ECONNABORTED) is passed over, not taken for the end
-	 * of the queue: the rest were reset with the listener. Out of descriptors or memory, or
-	 * the queue empty, the drain ends.
+	 * of the queue: the rest were reset with the listener. At the fd limit each is answered
+	 * on the reserve, as at accept (accept_room(): the drain stopped there, and the queue was
+	 * reset whole), its slot kept for the next (http_fd_close()). Out of memory, the
+	 * descriptors that can be freed so gone, or the queue empty, the drain ends.
 	 */
-	for (unsigned i = 0; i < 2 * HTTP_BACKLOG; i++) {
+	for (unsigned i = 0; i < 2 * HTTP_BACKLOG;) {
 		size_t lingered = 0;
 
 		fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0 && (errno == ECONNABORTED || errno == EINTR))
+		if (fd < 0 && (errno == ECONNABORTED || errno == EINTR)) {
+			i++;
+			continue;
+		}
+		if (fd < 0 && accept_room(h, errno))
 			continue;
 		if (fd < 0)
 			break;
+		i++;
 		handed_answer(fd, "", 0, false, false, &lingered);
-		close(fd);
+		http_fd_close(h, fd);
 	}
 	/* what came on those accepted before since they were answered (the rest of a body on its
 	 * way while the queue drained), read too: closed with it unread, each was reset */

@@ -1871,6 +1871,36 @@ static void test_lingering_gives_its_descriptor_at_the_fd_limit(void **state)
 	tcp_end_free(&e);
 }
 
+/*
+ * At a handover at the fd limit, the connections still in the listener's queue are answered on
+ * the reserve, as at accept, one after the other (its slot taken back after each): the drain
+ * stopped at the first EMFILE, and every one of them was reset with the listener.
+ */
+static void test_handover_drain_at_the_fd_limit(void **state)
+{
+	char bufs[2][512], head[512];
+	struct fd_limit f;
+	struct tcp_end e;
+	const char *body;
+	int queued[2];
+
+	(void)state;
+	tcp_end_new(&e);
+	queued[0] = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	queued[1] = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\nbackend=a");
+	fd_limit_reach(&f, queued[1]);
+	hlb_http_free_handed_over(e.h);
+	/* undone before the verdict, which would leave the next test at the limit */
+	fd_limit_undo(&f);
+	hlb_loop_free(e.l);
+	for (int i = 0; i < 2; i++) {
+		body = split_answer(answer_unreset(queued[i], bufs[i], sizeof(bufs[i])), head,
+				    sizeof(head));
+		assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+		assert_non_null(strstr(body, "handed its admin address over"));
+	}
+}
+
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
 enum { BIG = 5 << 19 }; /* 2.5 MiB: 4 s at 640 KiB/s, past a unix socket's 208 KiB in flight */
 /* the endpoint's timeout in test_slow_reader_gets_the_whole_answer(): 20 times the client's
@@ -1990,6 +2020,7 @@ int main(void)
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
+		cmocka_unit_test(test_handover_drain_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
 
