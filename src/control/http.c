@@ -491,9 +491,9 @@ static void conn_busy(struct http_conn *c)
  * The client of <c> waits for a 100 (Continue) before it sends its body (the head <head_len>
  * bytes long: hlb_http_parsed's): sent, unless the head alone answers the request (h->head_fn:
  * a path the endpoint does not have...), which is then answered at once instead, the body not
- * waited for (it was answered after the 100 and the body).
+ * waited for (it was answered after the 100 and the body). Whether it was (<c> may be freed).
  */
-static void conn_continue(struct http_conn *c, size_t head_len)
+static bool conn_continue(struct http_conn *c, size_t head_len)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
@@ -509,13 +509,14 @@ static void conn_continue(struct http_conn *c, size_t head_len)
 		if (p.status == 200 && c->h->head_fn(c->h->head_arg, &p.req, &resp)) {
 			/* its client may send its body after all (curl does): lingers */
 			conn_respond(c, &resp);
-			return;
+			return true;
 		}
 		hlb_buf_free(&resp.body);
 	}
 	/* nothing written to this socket yet: its buffer takes these bytes; not sent, the
 	 * client sends its body after its own wait */
 	(void)send(c->io.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL);
+	return false;
 }
 
 /* The bytes of the answers that the clients of <h> have not read whole yet: each is held,
@@ -529,13 +530,93 @@ static size_t unread_bytes(const struct hlb_http *h)
 	return n;
 }
 
-static void conn_io(void *arg, uint32_t events)
+/*
+ * What came on <c>, whose request is awaited (no answer begun), read, and the request taken as
+ * far as it came: answered (refused, or served), held by its handler, or closed (its client
+ * ended before it). Whether it is still awaited, <c> as it was; else <c> may be freed.
+ */
+static bool conn_read(struct http_conn *c)
 {
-	struct http_conn *c = arg;
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
 	struct hlb_http_parsed p;
 	bool eof = false;
 	int status;
+
+	for (;;) {
+		ssize_t n = read(c->io.fd, c->in + c->in_len, HLB_HTTP_REQ_MAX - c->in_len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n < 0) {
+			conn_close(c);
+			return false;
+		}
+		if (n == 0) {
+			/* the client sent its request and shut down writing at once
+			 * (printf ... | nc -N): answer what came, if it is whole */
+			eof = c->eof = true;
+			break;
+		}
+		c->in_len += (size_t)n;
+		if (c->in_len == HLB_HTTP_REQ_MAX)
+			break;
+	}
+	status = hlb_http_parse_next(c->in, c->in_len, eof, &c->scan, &p);
+	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
+	switch (status) {
+	case HLB_HTTP_MORE:
+		if (p.send_continue && c->busy && !conn_place(c)) {
+			conn_busy(c); /* known now: the client waits for an answer */
+			return false;
+		}
+		return !(p.send_continue && !c->continued && conn_continue(c, p.head_len));
+	case HLB_HTTP_CLOSE:
+		conn_close(c);
+		return false;
+	case 200:
+		if (c->busy && !conn_place(c)) {
+			conn_busy(c);
+			return false;
+		}
+		break;
+	default: /* refused by its head, maybe before its body came (then lingers) */
+		conn_error(c, p.status, p.msg);
+		return false;
+	}
+	if (!strcmp(p.req.method, "GET") && unread_bytes(c->h) >= HTTP_UNREAD_MAX) {
+		char why[160];
+
+		snprintf(
+			why, sizeof(why),
+			"answers not read yet by their clients hold %zu MiB (at most %u): try again "
+			"once they are",
+			unread_bytes(c->h) >> 20, HTTP_UNREAD_MAX >> 20);
+		http_refused(c->h, HLB_HTTP_REFUSED_UNREAD);
+		conn_error(c, 503, why);
+		return false;
+	}
+	p.req.local = c->h->unix_path[0] != '\0';
+	p.req.fd = c->io.fd;
+	p.req.id = c->id = ++c->h->last_id;
+	c->h->fn(c->h->arg, &p.req, &resp);
+	if (resp.hold) {
+		/* what more the client sends is not read; a client that only shut down
+		 * writing after its request (printf ... | nc -N) still takes the answer */
+		hlb_buf_free(&resp.body);
+		c->held = true;
+		hlb_loop_mod(c->h->loop, &c->io, 0);
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HLB_HTTP_HOLD_MS);
+		return false;
+	}
+	conn_respond(c, &resp);
+	return false;
+}
+
+static void conn_io(void *arg, uint32_t events)
+{
+	struct http_conn *c = arg;
 
 	if (c->held) {
 		/* only an error or a hang-up is watched, always reported: the client has gone (a
@@ -555,75 +636,7 @@ static void conn_io(void *arg, uint32_t events)
 		conn_flush(c);
 		return;
 	}
-	for (;;) {
-		ssize_t n = read(c->io.fd, c->in + c->in_len, HLB_HTTP_REQ_MAX - c->in_len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		if (n < 0) {
-			conn_close(c);
-			return;
-		}
-		if (n == 0) {
-			/* the client sent its request and shut down writing at once
-			 * (printf ... | nc -N): answer what came, if it is whole */
-			eof = c->eof = true;
-			break;
-		}
-		c->in_len += (size_t)n;
-		if (c->in_len == HLB_HTTP_REQ_MAX)
-			break;
-	}
-	status = hlb_http_parse_next(c->in, c->in_len, eof, &c->scan, &p);
-	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
-	switch (status) {
-	case HLB_HTTP_MORE:
-		if (p.send_continue && c->busy && !conn_place(c))
-			conn_busy(c); /* known now: the client waits for an answer */
-		else if (p.send_continue && !c->continued)
-			conn_continue(c, p.head_len);
-		return;
-	case HLB_HTTP_CLOSE:
-		conn_close(c);
-		return;
-	case 200:
-		if (c->busy && !conn_place(c)) {
-			conn_busy(c);
-			return;
-		}
-		break;
-	default: /* refused by its head, maybe before its body came (then lingers) */
-		conn_error(c, p.status, p.msg);
-		return;
-	}
-	if (!strcmp(p.req.method, "GET") && unread_bytes(c->h) >= HTTP_UNREAD_MAX) {
-		char why[160];
-
-		snprintf(
-			why, sizeof(why),
-			"answers not read yet by their clients hold %zu MiB (at most %u): try again "
-			"once they are",
-			unread_bytes(c->h) >> 20, HTTP_UNREAD_MAX >> 20);
-		http_refused(c->h, HLB_HTTP_REFUSED_UNREAD);
-		conn_error(c, 503, why);
-		return;
-	}
-	p.req.local = c->h->unix_path[0] != '\0';
-	p.req.fd = c->io.fd;
-	p.req.id = c->id = ++c->h->last_id;
-	c->h->fn(c->h->arg, &p.req, &resp);
-	if (resp.hold) {
-		/* what more the client sends is not read; a client that only shut down
-		 * writing after its request (printf ... | nc -N) still takes the answer */
-		hlb_buf_free(&resp.body);
-		c->held = true;
-		hlb_loop_mod(c->h->loop, &c->io, 0);
-		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HLB_HTTP_HOLD_MS);
-		return;
-	}
-	conn_respond(c, &resp);
+	(void)conn_read(c);
 }
 
 int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
@@ -643,17 +656,32 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 	return 0;
 }
 
-/* A request that has not arrived whole in time is answered 408 (and given as
- * long again to read it); a silent connection, or an answer its client took
- * nothing of for h->timeout_ms, is closed. */
+/*
+ * A request that has not arrived whole in time is answered 408 (and given as long again to
+ * read it); a silent connection, or an answer its client took nothing of for h->timeout_ms, is
+ * closed. What came as the time ran out, which the loop has not seen yet (it looks at its
+ * sockets, then at its timers), is read first: a request come whole then is taken as if it had
+ * come a moment before, and a connection that lingers is closed with a FIN behind its answer.
+ * Closed with those bytes unread, the socket reset the connection, and the client could lose
+ * the answer it had not read yet.
+ */
 static void conn_timeout(void *arg)
 {
 	struct http_conn *c = arg;
 
-	if (c->held || c->lingering) { /* its handler did not answer in time; or its client
-					  * did not end within h->linger_ms */
+	if (c->held) { /* its handler did not answer in time */
 		conn_close(c);
 		return;
+	}
+	if (c->lingering) { /* its client did not end within h->linger_ms */
+		conn_give_up(c);
+		return;
+	}
+	if (!c->out.len) {
+		/* an answer given now has as long again to be read, as a 408 has */
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + c->h->timeout_ms);
+		if (!conn_read(c))
+			return; /* answered, held or closed by what came */
 	}
 	if (c->busy && !c->out.len) {
 		if (conn_place(c))
@@ -808,7 +836,7 @@ static void shed_timeout(void *arg)
 		    (!shed_answer_now(s) || !linger_read(s->io.fd, &s->lingered)))
 			shed_close(s);
 		else if (s->io.fd >= 0 && s->until <= now && s->answered)
-			shed_close(s);
+			shed_give_up(s); /* what came as its time ran out read: no reset */
 		if (s->io.fd >= 0 && (!next || s->until < next))
 			next = s->until;
 	}

@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -1440,6 +1441,42 @@ int __wrap_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 }
 
 /*
+ * epoll_wait() (linked with --wrap=epoll_wait): with <epoll_then> at or above 0, the call sends
+ * <epoll_then_sends> on that socket once it has returned, and sets it to -1: a client's bytes
+ * that come after the loop looked at its sockets, as its timers run.
+ */
+static int epoll_then = -1;
+static const char *epoll_then_sends;
+int __real_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout);
+int __wrap_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout);
+
+int __wrap_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout)
+{
+	int n = __real_epoll_wait(epfd, events, max, timeout);
+	int saved = errno;
+
+	if (epoll_then >= 0) {
+		size_t len = strlen(epoll_then_sends);
+
+		assert_int_equal(write(epoll_then, epoll_then_sends, len), (ssize_t)len);
+		epoll_then = -1;
+	}
+	errno = saved;
+	return n;
+}
+
+/* <l> run once, its timers past due (<ms> is longer than each of them), <fd> sending <bytes>
+ * as they run: after the loop looked at its sockets. */
+static void run_due_as_sent(struct hlb_loop *l, unsigned ms, int fd, const char *bytes)
+{
+	usleep(ms * 1000);
+	epoll_then = fd;
+	epoll_then_sends = bytes;
+	assert_true(hlb_loop_run_once(l, 0) >= 0);
+	assert_int_equal(epoll_then, -1);
+}
+
+/*
  * The answer on <fd> as answer_of(), which ended as the connection did (a FIN), not with a
  * reset: a socket closed with bytes of its client unread resets the connection, which fails a
  * client still sending and can discard an answer its client has not read yet.
@@ -1901,6 +1938,53 @@ static void test_handover_drain_at_the_fd_limit(void **state)
 	}
 }
 
+/*
+ * What a client sends as a connection's time runs out, come after the loop looked at its
+ * sockets, is read before the timer closes it: a request come whole then is answered (a silent
+ * connection was closed with it unread: a reset); what comes to a connection that lingers,
+ * answered, or to a 503 at accept that lingers, is read and dropped, and the close is a FIN
+ * behind the answer, not a reset that can discard it before its client reads it.
+ */
+static void test_deadline_reads_what_came_then(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
+	struct tcp_end e;
+	char buf[512];
+	ssize_t got;
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 50, 50);
+	/* silent until its 50 ms are over, its request coming then */
+	fd = tcp_ask(e.port, "");
+	assert_true(hlb_loop_run_once(e.l, 0) >= 0);
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	run_due_as_sent(e.l, 100, fd, "GET /now HTTP/1.1\r\n\r\n");
+	assert_true(readable(fd));
+	got = read(fd, buf, sizeof(buf) - 1);
+	buf[got > 0 ? got : 0] = '\0';
+	assert_true(!strncmp(buf, "HTTP/1.1 200 ", 13));
+	assert_non_null(strstr(buf, "\r\n\r\nnow\n"));
+	/* it lingers, its client not ended; a pipelined request comes as its 50 ms end */
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	run_due_as_sent(e.l, 100, fd, "GET /now HTTP/1.1\r\n\r\n");
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	assert_string_equal(answer_unreset(fd, buf, sizeof(buf)), "");
+
+	/* a 503 at accept, lingering: the rest of its body comes as its time ends */
+	fd = busy_at_accept(&e, fds);
+	hlb_http_set_timeouts(e.h, 600000, 50);
+	assert_int_equal(write(fd, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\nback", 46), 46);
+	assert_true(hlb_loop_run_once(e.l, 0) >= 0);
+	assert_int_equal(hlb_http_conns(e.h), n + 1);
+	run_due_as_sent(e.l, 100, fd, "end=a");
+	assert_int_equal(hlb_http_conns(e.h), n);
+	assert_true(!strncmp(answer_unreset(fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	clients_end(&e, fds, n);
+	tcp_end_free(&e);
+}
+
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
 enum { BIG = 5 << 19 }; /* 2.5 MiB: 4 s at 640 KiB/s, past a unix socket's 208 KiB in flight */
 /* the endpoint's timeout in test_slow_reader_gets_the_whole_answer(): 20 times the client's
@@ -2021,6 +2105,7 @@ int main(void)
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
 		cmocka_unit_test(test_handover_drain_at_the_fd_limit),
+		cmocka_unit_test(test_deadline_reads_what_came_then),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
 
