@@ -1246,9 +1246,20 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 		}
 		handed_answer(c->io.fd, c->in, c->in_len, c->head, c->held, &c->lingered);
 	}
-	for (unsigned i = 0; i < HTTP_SHED_MAX; i++)
-		if (h->shed[i].io.fd >= 0)
-			shed_give_up(&h->shed[i]);
+	for (unsigned i = 0; i < HTTP_SHED_MAX; i++) {
+		struct http_shed *s = &h->shed[i];
+
+		if (s->io.fd < 0)
+			continue;
+		/* one still waiting for its request's first byte: not carried out, as one of
+		 * h->conns not answered yet, and told so (not "too many admin connections", which
+		 * the newer hashlb does not have) */
+		if (!s->answered) {
+			handed_answer(s->io.fd, "", 0, false, false, &s->lingered);
+			s->answered = true;
+		}
+		shed_give_up(s);
+	}
 	/*
 	 * Those still in the listener's queue, accepted and answered as a connection whose
 	 * request was not read: closed with the listener, each was reset (3 in 28,000 admin

@@ -1629,6 +1629,40 @@ static void test_busy_at_accept_given_up_reads_what_came(void **state)
 		close(fds[i]);
 }
 
+/*
+ * At a handover, a connection answered 503 at accept that still waits for its request's first
+ * byte (sent or not: the loop has not seen it) is answered as the others whose request was not
+ * carried out, "handed over", to be sent again to the newer hashlb: it got "too many admin
+ * connections", which the newer one has not.
+ */
+static void test_handover_answers_busy_at_accept(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, sent, silent;
+	struct tcp_end e;
+	char buf[512], head[512];
+	const char *body;
+
+	(void)state;
+	tcp_end_new(&e);
+	sent = busy_at_accept(&e, fds);
+	silent = tcp_ask(e.port, "");
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), n + 2);
+	assert_int_equal(write(sent, "GET /now HTTP/1.1\r\n\r\n", 21), 21);
+	hlb_http_free_handed_over(e.h);
+	hlb_loop_free(e.l);
+	body = split_answer(answer_unreset(sent, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
+	assert_non_null(strstr(body, "handed its admin address over"));
+	body = split_answer(answer_of(silent, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(body, "handed its admin address over"));
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
 /* The descriptors the process has open. */
 static int fds_open(void)
 {
@@ -2101,6 +2135,7 @@ int main(void)
 		cmocka_unit_test(test_handover_drain_passes_over_aborted),
 		cmocka_unit_test(test_handover_reads_what_comes_while_the_queue_drains),
 		cmocka_unit_test(test_busy_at_accept_given_up_reads_what_came),
+		cmocka_unit_test(test_handover_answers_busy_at_accept),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
