@@ -232,28 +232,61 @@ static const char *last_pair_end(const char *p, size_t n, const char *limit)
 }
 
 #define CUT_MARK " truncated=true"
-#define LOG_PID_FMT " self_pid=%d"
-#define LOG_PID_MAX (sizeof(" self_pid=-2147483648") - 1)
+#define LOG_PID_KEY " self_pid="
+#define LOG_PID_MAX (sizeof(LOG_PID_KEY "-2147483648") - 1)
+
+/*
+ * " self_pid=<this process's pid>", the end of every line: formatted once, not for each line
+ * (an snprintf() and, in hlb_log(), a getpid() call a line, the connection log's among them),
+ * when the process starts and again in the child of a fork() (pthread_atfork()). An upgrade
+ * runs a new process (posix_spawn()), which formats its own at its start. Written only while
+ * the process has one thread (its start, a child just forked), read by any after.
+ */
+static char self_pid[LOG_PID_MAX + 1];
+static size_t self_pid_len;
+
+/* self_pid formatted for getpid(): async-signal-safe (no snprintf()), since a child forked
+ * from threads may only call such functions. */
+static void self_pid_format(void)
+{
+	char digits[16];
+	unsigned v = (unsigned)getpid(); /* a pid is positive */
+	size_t n = 0, len = sizeof(LOG_PID_KEY) - 1;
+
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	memcpy(self_pid, LOG_PID_KEY, len);
+	while (n)
+		self_pid[len++] = digits[--n];
+	self_pid[len] = '\0';
+	self_pid_len = len;
+}
+
+__attribute__((constructor)) static void self_pid_init(void)
+{
+	self_pid_format();
+	/* the child's lines carry its pid, not its parent's */
+	pthread_atfork(NULL, NULL, self_pid_format);
+}
 
 /*
  * One line into <line> (<size> >= 3 + LOG_PID_MAX): the timestamp <ts> with <ms>, the
- * level, <msg>, the pairs of <fmt> and the writer's <pid>, ending with '\n' (no NUL). A
+ * level, <msg>, the pairs of <fmt> and self_pid, ending with '\n' (no NUL). A
  * line that would be longer than <size> bytes keeps the pairs that fit whole and ends
  * with truncated=true: a value cut short (a quote never closed) would make it no logfmt.
  * Returns its length.
  */
-static size_t format_line(char *line, size_t size, const char *ts, long ms, int pid,
+static size_t format_line(char *line, size_t size, const char *ts, long ms,
 			  enum hlb_log_level level, const char *msg, const char *fmt, va_list ap,
 			  size_t *ret_need)
 {
-	char qbuf[512], tail[LOG_PID_MAX + 1];
-	size_t start, t;
+	char qbuf[512];
+	size_t start, t = self_pid_len;
 	int n, m;
 
 	/* the pid last: after an upgrade in place both processes write to one stderr, and
 	 * the lines keep starting ts= level= msg= with the pairs right after, as they did */
-	m = snprintf(tail, sizeof(tail), LOG_PID_FMT, pid);
-	t = m > 0 && (size_t)m < sizeof(tail) ? (size_t)m : 0;
 	size -= t;
 	n = snprintf(line, size, "ts=%s.%03ldZ level=%s msg=%s", ts, ms, level_names[level],
 		     hlb_log_quote(msg, qbuf, sizeof(qbuf)));
@@ -281,7 +314,7 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms, int 
 			n += sizeof(CUT_MARK) - 1;
 		}
 	}
-	memcpy(line + n, tail, t);
+	memcpy(line + n, self_pid, t);
 	n += t;
 	line[n++] = '\n';
 	return n;
@@ -492,14 +525,14 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	format_ts(now.tv_sec, ts, sizeof(ts));
 	ms = now.tv_nsec / 1000000;
 	va_start(ap, fmt);
-	n = format_line(line, sizeof(stack), ts, ms, (int)getpid(), level, msg, fmt, ap, &need);
+	n = format_line(line, sizeof(stack), ts, ms, level, msg, fmt, ap, &need);
 	va_end(ap);
 	/* not the data plane's hot path (hlb_logbuf_printf()): a long line is formatted again,
 	 * whole, in memory of its own; short of it, the line cut stands */
 	if (need && (big = malloc(need))) {
 		line = big;
 		va_start(ap, fmt);
-		n = format_line(line, need, ts, ms, (int)getpid(), level, msg, fmt, ap, NULL);
+		n = format_line(line, need, ts, ms, level, msg, fmt, ap, NULL);
 		va_end(ap);
 	}
 	if (held) { /* this thread's buffer left a line unfinished: end it first */
@@ -600,7 +633,7 @@ int hlb_logbuf_init(struct hlb_logbuf *lb, int fd, size_t size)
 {
 	if (size < 2 * HLB_LOG_LINE_MAX)
 		return -EINVAL;
-	*lb = (struct hlb_logbuf){ .fd = fd, .size = size, .ts_sec = -1, .pid = (int)getpid() };
+	*lb = (struct hlb_logbuf){ .fd = fd, .size = size, .ts_sec = -1 };
 	/* Files do not wait for a reader, and a file system may answer
 	 * EAGAIN to RWF_NOWAIT for a page it would have to read. */
 	lb->nowait = fd_nowait(fd);
@@ -643,7 +676,7 @@ void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const ch
 	}
 	va_start(ap, fmt);
 	lb->tail += format_line(lb->buf + lb->tail, HLB_LOG_LINE_MAX, lb->ts, now.tv_nsec / 1000000,
-				lb->pid, level, msg, fmt, ap, NULL);
+				level, msg, fmt, ap, NULL);
 	va_end(ap);
 }
 

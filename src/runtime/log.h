@@ -125,7 +125,6 @@ struct hlb_logbuf {
 	bool nowait; /* fd is a pipe or a socket: RWF_NOWAIT */
 	bool partial; /* a line is written in part: this thread holds the output lock */
 	bool wait_reader; /* the last flush stopped because the reader is behind (EAGAIN) */
-	int pid; /* self_pid= of its lines */
 	long long ts_sec; /* the second <ts> shows */
 	char ts[24]; /* "2026-11-30T17:00:00" */
 };

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -437,6 +438,69 @@ static void test_output_changed_is_asked_again(void **state)
 	close(sv[1]);
 }
 
+/* Whether the <n> bytes at <p> are lines each ending " self_pid=<pid>\n", <lines> of them. */
+static bool lines_of(const char *p, size_t n, int lines, pid_t pid)
+{
+	char tail[32];
+	size_t t = (size_t)snprintf(tail, sizeof(tail), " self_pid=%d\n", (int)pid);
+	const char *end = p + n;
+
+	for (; lines; lines--) {
+		const char *nl = memchr(p, '\n', end - p);
+
+		if (!nl || (size_t)(nl + 1 - p) < t || memcmp(nl + 1 - t, tail, t))
+			return false;
+		p = nl + 1;
+	}
+	return p == end;
+}
+
+/*
+ * A child forked from a process that logged ends its lines with its own pid, not its parent's:
+ * the daemon's (hlb_log()) and those of a buffer made before the fork (hlb_logbuf) alike.
+ * self_pid= is formatted once a process rather than once a line, and again in a forked child.
+ * (A buffer kept the pid of the process that made it.)
+ */
+static void test_forked_child_says_its_pid(void **state)
+{
+	struct hlb_logbuf lb;
+	char got[4 * HLB_LOG_LINE_MAX];
+	int p[2], status;
+	size_t n;
+	pid_t child;
+
+	(void)state;
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(hlb_logbuf_init(&lb, p[1], 4 * HLB_LOG_LINE_MAX), 0);
+	hlb_logbuf_printf(&lb, HLB_LOG_INFO, "parent", "i=%d", 1);
+	assert_int_equal(hlb_logbuf_flush(&lb), 0);
+	n = drain(p[0], got, sizeof(got));
+	assert_true(lines_of(got, n, 1, getpid()));
+
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) { /* no cmocka here: its verdict is the parent's */
+		if (dup2(p[1], STDERR_FILENO) < 0)
+			_exit(1);
+		hlb_log_output_changed();
+		hlb_log(HLB_LOG_INFO, "child", "i=%d", 2);
+		hlb_logbuf_printf(&lb, HLB_LOG_INFO, "child", "i=%d", 3);
+		_exit(hlb_logbuf_flush(&lb) == 0 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	n = drain(p[0], got, sizeof(got));
+	assert_true(lines_of(got, n, 2, child));
+	/* the parent's lines still its own */
+	hlb_logbuf_printf(&lb, HLB_LOG_INFO, "parent", "i=%d", 4);
+	assert_int_equal(hlb_logbuf_flush(&lb), 0);
+	n = drain(p[0], got, sizeof(got));
+	assert_true(lines_of(got, n, 1, getpid()));
+	hlb_logbuf_free(&lb);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* The control plane's pairs (hlb_log_vpairs()) whole however long, in memory of their own
  * past the caller's buffer; in it when they fit. */
 static void test_pairs_are_whole(void **state)
@@ -471,6 +535,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_line_does_not_wait_on_stalled_reader),
 		cmocka_unit_test(test_config_error_line_is_whole),
 		cmocka_unit_test(test_pairs_are_whole),
+		cmocka_unit_test(test_forked_child_says_its_pid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
