@@ -35,7 +35,7 @@ import time  # noqa: E402
 from ctltest import Lb, config, metric_sum  # noqa: E402
 from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, Skip, socket_inodes, spawn, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
-from shims import Paused, shim_env  # noqa: E402
+from shims import Paused, shim_env, shim_wrap  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -1455,6 +1455,71 @@ def close_does_not_stall_the_new_process():
     kill(new_pid)
 
 
+def close_held_at_a_handover_says_what_it_did():
+    """A POST /close that waits for the count of the hashlb this one took over from (A -> B, A
+    stopped: SIGSTOP) when this one hands its admin address over in its turn (B -> C) is
+    answered then with what it did: its own connections closed, A asked too, A's count not
+    waited for. It was carried out: answered as a request that was not (the handover's "try
+    again"), sent again it would close the connections made since. B waits 2 s for A's count,
+    so the handover must come within them: C, the upgrade's new process, is held as it binds
+    its admin socket (start_pause.c, preloaded by a stand-in installed as the new version that
+    runs hashlb), the Unix path still B's, until the close waits for A; let go, it is ready
+    and B hands over at once, well inside the 2 s."""
+    path = tmppath("closehand.sock")
+    exe, a = installed("closehand", "unix:" + path)
+    real = tmppath("hashlb-closehand-real")
+    install(HASHLB, real)
+    rendezvous = socket.socket(socket.AF_UNIX)
+    rendezvous.bind(tmppath("closehand-pause.sock"))
+    rendezvous.listen(1)
+    rendezvous.settimeout(30)
+    wrap = list(shim_wrap("start_pause", "HLB_TEST_PAUSE_AT=bind", "HLB_TEST_PAUSE_FD=50"))
+    b_pid = c_pid = None
+    held = None
+    try:
+        held = connect(LISTEN, client_ip(1))
+        target = read_line(held)
+        a.proc.send_signal(signal.SIGUSR2)
+        b_pid = handed_over(a)
+        check(b_pid, "A -> B")
+        with open(exe + ".new", "w") as f:
+            f.write(f"#!{sys.executable}\n"
+                    "import os, socket, sys\n"
+                    "s = socket.socket(socket.AF_UNIX)\n"
+                    f"s.connect({tmppath('closehand-pause.sock')!r})\n"
+                    "os.dup2(s.fileno(), 50)\n"
+                    f"os.execvp('env', {wrap!r} + [{real!r}] + sys.argv[1:])\n")
+        os.chmod(exe + ".new", 0o755)
+        os.rename(exe + ".new", exe)
+        os.kill(b_pid, signal.SIGUSR2)
+        pause, _ = rendezvous.accept()
+        pause.settimeout(30)
+        check(pause.recv(1) == b"p", "C is about to bind its admin socket")
+        check(suspend(a.proc), "A stopped")
+        closing = a.admin_socket()
+        closing.sendall(f"POST /close?service=t&backend={target}&format=text HTTP/1.1\r\n"
+                        "Host: t\r\nContent-Length: 0\r\n\r\n".encode())
+        check(wait_until(lambda: unread_by(a.proc.pid) > 0),
+              "B asked A, which does not read: the close waits")
+        pause.close()  # C goes on
+        c_pid = handed_over(a, 2)
+        check(c_pid, "B -> C")
+        closing.settimeout(30)
+        close = read_to_eof(closing)
+        closing.close()
+        check(close.startswith(b"HTTP/1.1 200") and
+              (b"those of the hashlb this one took over from (pid %d) were asked too, its "
+               b"count not waited for: this one handed its admin address over" % a.proc.pid)
+              in close, f"B answers what it did, A's count not waited for: {close!r}")
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+        rendezvous.close()
+        if held:
+            held.close()
+    check(exit_status(a.proc, 30) == 0, "A, continued, drains and exits 0")
+    kill(b_pid, c_pid)
+
+
 def close_reaches_two_processes_back():
     """Two upgrades in place in a row (A -> B -> C), A and B draining connections to the same
     backend: hashlb ctl close against C closes B's and, through B, A's, counted together as the
@@ -2733,7 +2798,8 @@ run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_w
            reload_sent_to_the_old_process_after_an_upgrade,
            reload_sent_to_the_first_process_after_two_upgrades, idle_upgrades_log_no_failure,
            close_reaches_the_old_process,
-           close_does_not_stall_the_new_process, close_reaches_two_processes_back,
+           close_does_not_stall_the_new_process, close_held_at_a_handover_says_what_it_did,
+           close_reaches_two_processes_back,
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
            removed_service_drains_on_in_the_old_process,
            set_after_a_side_by_side_takeover_is_not_lost, another_instance_keeps_its_admin_address,
