@@ -685,4 +685,27 @@ uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s);
 uint64_t hashlb_service_cfg_weights_bytes_max(const struct hashlb_service_cfg *s,
 					      const uint32_t *weights);
 
+/* Whose weights a table counted against table_memory has: what its refusal says. */
+enum hashlb_table_memory_by {
+	HASHLB_TABLE_MEMORY_CONFIG, /* the config's (the loader) */
+	HASHLB_TABLE_MEMORY_RESOLVED, /* the config's, its names resolved again */
+	HASHLB_TABLE_MEMORY_RUN_TIME, /* some set at run time (hashlb ctl set), kept by a reload */
+	HASHLB_TABLE_MEMORY_TAKEN_OVER, /* those an upgrade takes over from the hashlb it replaces */
+	HASHLB_TABLE_MEMORY_BY_MAX,
+};
+
+/*
+ * table_memory's rule, the loader's, a resolve_every round's, a reload's, an upgrade's and
+ * hashlb ctl set's alike: <own>, the most bytes <s>'s table may take with the weights <by>
+ * says (hashlb_service_cfg_weights_bytes_max()), added to *<sum>, those of the services
+ * counted before it (saturated). 0 while *<sum> stays within c->table_memory (0: no cap);
+ * past it -ENOMEM if <own> is UINT64_MAX (not counted), else -E2BIG with <err> (may be NULL)
+ * saying so in the loader's words (HASHLB_ERR_MEMORY_CAP), at the service, or at the
+ * table_memory line for weights set at run time where the config writes it. <err>'s file
+ * is left to the caller.
+ */
+int hashlb_table_memory_add(const struct hashlb_config *c, const struct hashlb_service_cfg *s,
+			    uint64_t own, enum hashlb_table_memory_by by, uint64_t *sum,
+			    struct hashlb_error *err);
+
 #endif

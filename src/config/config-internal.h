@@ -30,12 +30,4 @@ const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 int hlb_duplicate_backend(const struct hashlb_service_cfg *s, uint32_t *ret_dup,
 			  uint32_t *ret_first);
 
-/*
- * Add service <s>'s hashlb_service_cfg_table_bytes_max() to c->table_bytes:
- * 0, or -E2BIG when the sum passes c->table_memory, with what to say
- * after the service's name (its count, the sum and the cap) in <msg>.
- */
-int hlb_table_memory_add(struct hashlb_config *c, const struct hashlb_service_cfg *s, char *msg,
-			 size_t len);
-
 #endif

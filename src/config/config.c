@@ -2813,7 +2813,7 @@ static int service_clash(struct loader *ld, const struct ynode *sm, const struct
 static int load_services(struct loader *ld, const struct ynode *root, const struct ynode *services,
 			 struct hashlb_config *c)
 {
-	char msg[sizeof(ld->err->msg)];
+	struct hashlb_error mem = { 0 };
 	struct service_index x = { 0 };
 	int r = 0;
 
@@ -2825,8 +2825,11 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 		ld->via = NULL; /* a service given by an alias: its errors say so */
 		via_begin(ld, sm);
 		r = load_service(ld, sm, s);
-		if (r == 0 && hlb_table_memory_add(c, s, msg, sizeof(msg)) < 0)
-			r = fail(ld, sm, "service '%s': %s", s->name, msg);
+		if (r == 0 &&
+		    hashlb_table_memory_add(c, s, hashlb_service_cfg_table_bytes_max(s),
+					    HASHLB_TABLE_MEMORY_CONFIG, &c->table_bytes, &mem) < 0)
+			r = mem.reason == HASHLB_ERR_NOMEM ? nomem(ld)
+							   : fail(ld, sm, "%s", mem.msg);
 		if (r == 0)
 			r = service_clash(ld, sm, &x, s);
 		if (r == 0 && !(ld->flags & HASHLB_LOAD_ADMIN_GIVEN) &&
@@ -3514,19 +3517,50 @@ uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s)
 	return hashlb_service_cfg_weights_bytes_max(s, NULL);
 }
 
-int hlb_table_memory_add(struct hashlb_config *c, const struct hashlb_service_cfg *s, char *msg,
-			 size_t len)
-{
-	uint64_t own = hashlb_service_cfg_table_bytes_max(s);
-	char cap[HASHLB_TABLE_MEMORY_STRLEN];
+/* What a refusal of hashlb_table_memory_add() says of whose weights count (<with> NULL: the
+ * config's, "its table (N bytes at most)"), and where: at table_memory (where written) for
+ * weights set at run time, at the service for the config's own. */
+static const struct {
+	const char *after_name, *with, *advice;
+	bool at_cap;
+} table_memory_by[HASHLB_TABLE_MEMORY_BY_MAX] = {
+	[HASHLB_TABLE_MEMORY_CONFIG] = { "", NULL, "", false },
+	[HASHLB_TABLE_MEMORY_RESOLVED] = { ", its names resolved", NULL, "", false },
+	[HASHLB_TABLE_MEMORY_RUN_TIME] = { "",
+					   "the weights set at run time (hashlb ctl set) kept "
+					   "over the config,",
+					   ", or set those weights lower first", true },
+	[HASHLB_TABLE_MEMORY_TAKEN_OVER] = { "",
+					     "the weights set at run time in the hashlb it takes "
+					     "over from,",
+					     ", or set those weights lower there first", true },
+};
 
-	c->table_bytes = own > UINT64_MAX - c->table_bytes ? UINT64_MAX : c->table_bytes + own;
-	if (!c->table_memory || c->table_bytes <= c->table_memory)
+int hashlb_table_memory_add(const struct hashlb_config *c, const struct hashlb_service_cfg *s,
+			    uint64_t own, enum hashlb_table_memory_by by, uint64_t *sum,
+			    struct hashlb_error *err)
+{
+	char cap[HASHLB_TABLE_MEMORY_STRLEN], with[64];
+	struct hashlb_pos at = s->pos;
+
+	*sum = own > UINT64_MAX - *sum ? UINT64_MAX : *sum + own;
+	if (!c->table_memory || *sum <= c->table_memory)
 		return 0;
+	if (own == UINT64_MAX) /* not counted: short of memory */
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	if (!err)
+		return -E2BIG;
 	hashlb_table_memory_format(c, cap, sizeof(cap));
-	snprintf(msg, len,
-		 "with its table (%" PRIu64 " bytes at most) the services' tables up to it may "
-		 "take %" PRIu64 " bytes, over table_memory %s: raise it (0 = no cap)",
-		 own, c->table_bytes, cap);
+	snprintf(with, sizeof(with), "its table (%" PRIu64 " bytes at most)", own);
+	hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+		   "service '%s'%s: with %s the services' tables up to it may take %" PRIu64
+		   " bytes, over table_memory %s: raise it (0 = no cap)%s",
+		   s->name, table_memory_by[by].after_name,
+		   table_memory_by[by].with ? table_memory_by[by].with : with, *sum, cap,
+		   table_memory_by[by].advice);
+	if (table_memory_by[by].at_cap && c->table_memory_pos.line)
+		at = c->table_memory_pos;
+	err->line = at.line;
+	err->column = at.column;
 	return -E2BIG;
 }

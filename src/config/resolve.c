@@ -1080,25 +1080,21 @@ static int keep_last(const struct last_index *ix, const struct hashlb_service_cf
  */
 static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
 {
-	char msg[sizeof(err->msg)];
-	int r;
+	int r = 0;
 
 	c->table_bytes = 0;
-	for (uint32_t i = 0; i < c->n_services; i++) {
+	for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 		const struct hashlb_service_cfg *s = &c->services[i];
 
-		if (hlb_table_memory_add(c, s, msg, sizeof(msg)) == 0)
-			continue;
-		r = hashlb_err(err, -EINVAL, HASHLB_ERR_MEMORY_CAP,
-			       "service '%s', its names resolved: %s", s->name, msg);
-		if (err) {
-			err->file = c->path;
-			err->line = s->pos.line;
-			err->column = s->pos.column;
+		r = hashlb_table_memory_add(c, s, hashlb_service_cfg_table_bytes_max(s),
+					    HASHLB_TABLE_MEMORY_RESOLVED, &c->table_bytes, err);
+		if (r == -E2BIG) {
+			r = -EINVAL; /* the config refused, as a name's failure */
+			if (err)
+				err->file = c->path;
 		}
-		return r;
 	}
-	return 0;
+	return r;
 }
 
 /* <b>'s answer, <q>'s addresses, kept with it (out of memory: none kept). */

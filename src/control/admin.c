@@ -1091,21 +1091,24 @@ static uint64_t service_bytes_max(const struct hlb_pool_service *t, const uint32
 static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_service *s,
 			     const uint32_t *ws, uint32_t w, struct hashlb_error *err)
 {
-	uint64_t cap = ctl->cfg->table_memory, own = service_bytes_max(s, ws), total = 0;
+	uint64_t own = service_bytes_max(s, ws), total = 0;
 	struct hlb_pool *p = ctl->pool;
-	char capbuf[64];
+	char capbuf[HASHLB_TABLE_MEMORY_STRLEN];
+	int r = 0;
 
-	if (!cap || own <= service_bytes_max(s, NULL))
+	if (!ctl->cfg->table_memory || own <= service_bytes_max(s, NULL))
 		return 0;
+	/* the rule the loader's and a reload's is, over every service: the sum said below */
 	for (uint32_t i = 0; i < hlb_pool_service_count(p); i++) {
 		const struct hlb_pool_service *t = hlb_pool_service_at(p, i);
 		uint64_t n = t == s ? own : service_bytes_max(t, NULL);
 
-		if (n == UINT64_MAX) /* each built, so none too large: short of memory */
+		r = hashlb_table_memory_add(ctl->cfg, t->cfg, n, HASHLB_TABLE_MEMORY_RUN_TIME,
+					    &total, NULL);
+		if (r == -ENOMEM) /* each built, so none too large: short of memory */
 			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-		total = n > UINT64_MAX - total ? UINT64_MAX : total + n;
 	}
-	if (total <= cap)
+	if (r == 0)
 		return 0;
 	/* the cap said as the loader and a reload say it (hashlb_table_memory_format()) */
 	hashlb_table_memory_format(ctl->cfg, capbuf, sizeof(capbuf));
@@ -1251,11 +1254,10 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		const char **names = calloc(m, sizeof(*names));
 		uint32_t *ws = calloc(m, sizeof(*ws));
 		bool *backup = calloc(m, sizeof(*backup));
-		struct hashlb_backend_spec *specs = calloc(m, sizeof(*specs));
 		struct hashlb_error e = { 0 };
 		int r = -ENOMEM;
 
-		if (names && ws && backup && specs) {
+		if (names && ws && backup) {
 			for (uint32_t j = 0; j < s->n_backends; j++) {
 				uint32_t k = 0;
 
@@ -1264,10 +1266,9 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 				names[j] = s->backends[j]->rt->name;
 				ws[j] = k < n ? w : s->backends[j]->rt->weight;
 				backup[j] = s->backends[j]->rt->backup;
-				specs[j] = (struct hashlb_backend_spec){ .name = names[j],
-									 .weight = ws[j] };
 			}
-			r = hashlb_table_check(&s->cfg->table, specs, s->n_backends, &e);
+			/* a live service's backends are its config's, in order */
+			r = hashlb_service_cfg_check_weights(s->cfg, ws, &e);
 			if (r == 0)
 				r = table_memory_fits(ctl, s, ws, w, &e);
 			if (r == 0 && s->cfg->steering == HASHLB_STEERING_KERNEL && ctl->steer_fits)
@@ -1277,7 +1278,6 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		free(names);
 		free(ws);
 		free(backup);
-		free(specs);
 		if (r < 0) {
 			resp_error(resp, r == -ENOMEM ? 500 : 409, "%s",
 				   r == -ENOMEM ? "out of memory" : e.msg);

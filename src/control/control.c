@@ -653,48 +653,12 @@ static int weights_fit_table(const struct hashlb_service_cfg *c, const uint32_t 
 	return r;
 }
 
-/* <sum> and the most bytes <c>'s table may take with weights <w>, saturated */
-static uint64_t tables_bytes_add(uint64_t sum, const struct hashlb_service_cfg *c,
-				 const uint32_t *w)
-{
-	uint64_t own = hashlb_service_cfg_weights_bytes_max(c, w);
-
-	return own > UINT64_MAX - sum ? UINT64_MAX : sum + own;
-}
-
-/*
- * -E2BIG with <err> saying that the tables of <cfg>'s services up to <c>, the first to pass
- * table_memory, take <bytes> with the weights set at run time: in the loader's words (the
- * cap's units, and whether it is the default), at the table_memory line, or at <c> for the
- * default, as the loader says it (line 0 before: no position at all).
- */
-static int weights_past_table_memory(const struct hashlb_config *cfg,
-				     const struct hashlb_service_cfg *c, uint64_t bytes,
-				     struct hashlb_error *err)
-{
-	struct hashlb_pos at = cfg->table_memory_pos.line ? cfg->table_memory_pos : c->pos;
-	char cap[HASHLB_TABLE_MEMORY_STRLEN];
-	int r;
-
-	hashlb_table_memory_format(cfg, cap, sizeof(cap));
-	r = hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-		       "service '%s': with the weights set at run time (hashlb ctl set) kept over "
-		       "the config, the services' tables up to it may take %" PRIu64
-		       " bytes, over table_memory %s: raise it (0 = no cap), or set those weights "
-		       "lower first",
-		       c->name, bytes, cap);
-	err->line = at.line;
-	err->column = at.column;
-	return r;
-}
-
 int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config *cfg,
 			    struct hashlb_error *err)
 {
 	bool weight_set = hlb_pool_weight_set(ctl->pool);
 	uint64_t bytes = 0; /* the tables' with those weights, for table_memory */
-	const struct hashlb_service_cfg *over = NULL; /* the first past it */
-	uint64_t over_bytes = 0;
+	struct hashlb_error over = { 0 }; /* the first service past it, said after the others */
 	int ret = 0;
 
 	if (!ctl->steer_fits && !weight_set)
@@ -721,12 +685,13 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 				backup[j] = c->backends[j].backup;
 			}
 			ret = weights_fit_table(c, w, err);
-			if (ret == 0 && weight_set)
-				bytes = tables_bytes_add(bytes, c, w);
-			if (!over && cfg->table_memory && bytes > cfg->table_memory) {
-				over = c;
-				over_bytes = bytes;
-			}
+			/* past it: said once the services after it are checked (their own
+			 * refusals first) */
+			if (ret == 0 && weight_set && over.reason == HASHLB_ERR_NONE &&
+			    hashlb_table_memory_add(
+				    cfg, c, hashlb_service_cfg_weights_bytes_max(c, w),
+				    HASHLB_TABLE_MEMORY_RUN_TIME, &bytes, &over) == -ENOMEM)
+				ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 			if (ret == 0 && steered)
 				ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n,
 						      err);
@@ -736,8 +701,10 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 		free(backup);
 	}
 	hlb_pool_weights_end(ctl->pool);
-	if (ret == 0 && over)
-		ret = weights_past_table_memory(cfg, over, over_bytes, err);
+	if (ret == 0 && over.reason != HASHLB_ERR_NONE) {
+		*err = over;
+		ret = -E2BIG;
+	}
 	return ret;
 }
 

@@ -74,9 +74,6 @@ struct hlb_pool {
 	size_t n_ho;
 	struct handover_seen *ho_seen;
 	size_t n_ho_seen;
-	/* hlb_pool_new() with a handover: the most bytes the services' tables made so far may
-	 * take, with the weights taken over (handover_table_memory()) */
-	uint64_t ho_table_bytes;
 	/* errs_budget(): the lines of this second on checks that change no health ("another
 	 * error", "backend still up"...), and those not logged since the last one that was */
 	uint64_t errs_second_ms;
@@ -2658,17 +2655,16 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 
 /*
  * 0 if <s>'s table, with the weights its backends took over from the hashlb this one
- * replaces, keeps the services' tables so far within the config's table_memory (as a reload
- * that keeps weights set at run time is kept within it, hlb_control_weights_fit()); else
- * -E2BIG with <err> saying so at table_memory, or at <s> for the default (the loader counted
- * the config's weights only), or -ENOMEM. Before <s>'s build: a table past the cap is never made.
+ * replaces, added to *<sum> (the services' tables made before it), keeps them within the
+ * config's table_memory (as a reload that keeps weights set at run time is kept within it,
+ * hlb_control_weights_fit()); else -E2BIG with <err> saying so (hashlb_table_memory_add():
+ * the loader counted the config's weights only), or -ENOMEM. Before <s>'s build: a table
+ * past the cap is never made.
  */
-static int handover_table_memory(struct hlb_pool_service *s, struct hashlb_error *err)
+static int handover_table_memory(struct hlb_pool_service *s, uint64_t *sum,
+				 struct hashlb_error *err)
 {
-	struct hlb_pool *p = s->pool;
 	uint32_t *w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
-	char cap[HASHLB_TABLE_MEMORY_STRLEN];
-	struct hashlb_pos at;
 	uint64_t own;
 
 	if (!w)
@@ -2677,30 +2673,14 @@ static int handover_table_memory(struct hlb_pool_service *s, struct hashlb_error
 		w[j] = s->backends[j]->rt->weight;
 	own = hashlb_service_cfg_weights_bytes_max(s->cfg, w);
 	free(w);
-	p->ho_table_bytes =
-		own > UINT64_MAX - p->ho_table_bytes ? UINT64_MAX : p->ho_table_bytes + own;
-	if (!p->cfg->table_memory || p->ho_table_bytes <= p->cfg->table_memory)
-		return 0;
-	if (own == UINT64_MAX)
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	if (!err)
-		return -E2BIG;
-	/* as the loader says it: the cap in its units; at the service for the default */
-	hashlb_table_memory_format(p->cfg, cap, sizeof(cap));
-	hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-		   "service '%s': with the weights set at run time in the hashlb it takes over "
-		   "from, the services' tables up to it may take %" PRIu64
-		   " bytes, over table_memory %s: raise it (0 = no cap), or set those weights "
-		   "lower there first",
-		   s->cfg->name, p->ho_table_bytes, cap);
-	at = p->cfg->table_memory_pos.line ? p->cfg->table_memory_pos : s->cfg->pos;
-	err->line = at.line;
-	err->column = at.column;
-	return -E2BIG;
+	return hashlb_table_memory_add(s->pool->cfg, s->cfg, own, HASHLB_TABLE_MEMORY_TAKEN_OVER,
+				       sum, err);
 }
 
-/* A new service with its first snapshot published; checks not started. */
-static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
+/* A new service with its first snapshot published; checks not started. <ho_bytes>: with a
+ * handover (p->n_ho), the most bytes the services' tables made before it may take, its own
+ * added (handover_table_memory()); NULL without one. */
+static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c, uint64_t *ho_bytes,
 		       struct hlb_pool_service **ret_svc, struct hashlb_error *err)
 {
 	struct hlb_pool_service *s = calloc(1, sizeof(*s));
@@ -2761,7 +2741,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	}
 	s->need_full = true;
 	/* past table_memory with the weights taken over: said there, no table built */
-	ret = p->n_ho ? handover_table_memory(s, err) : 0;
+	ret = p->n_ho && ho_bytes ? handover_table_memory(s, ho_bytes, err) : 0;
 	if (ret < 0)
 		goto err_free;
 	ret = service_build(s, &snap, err);
@@ -2920,6 +2900,7 @@ int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 		 const struct hlb_pool_env *env, struct hlb_pool **ret_pool,
 		 struct hashlb_error *err)
 {
+	uint64_t ho_bytes = 0; /* the tables made so far, with the weights taken over */
 	struct hlb_pool *p;
 	int ret = pool_check_sources(cfg, err);
 
@@ -2948,7 +2929,7 @@ int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 		handover_parse(p, p->env.handover);
 	pool_listen_begin(p);
 	for (uint32_t i = 0; i < cfg->n_services && ret == 0; i++) {
-		ret = service_new(p, &cfg->services[i], &p->svcs[i], err);
+		ret = service_new(p, &cfg->services[i], &ho_bytes, &p->svcs[i], err);
 		if (ret == 0) {
 			p->n_svcs++;
 			ret = pool_listen(p, p->svcs[i], &cfg->services[i], err);
@@ -4050,7 +4031,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 			kept[j] = true;
 			next[i] = p->svcs[j];
 		} else {
-			ret = service_new(p, c, &next[i], err);
+			ret = service_new(p, c, NULL, &next[i], err);
 			fresh[i] = ret == 0;
 		}
 		if (ret == 0)
