@@ -168,19 +168,23 @@ static bool same_failure(const struct hashlb_error *was, const struct hashlb_err
 #define RESOLVE_REFUSED "names resolved, their new addresses refused: the backends keep theirs"
 
 /*
- * A round failed (a name, or all of them), logged as <what>. Logged once, and again only
- * when the failure changes or RESOLVE_REMIND_MS after the last line, with the
- * rounds failed in a row: with resolve_every: 1s, a name gone from DNS
- * logged the same line every second.
+ * A round failed (a name, or all of them), or the addresses it resolved were refused, logged
+ * as <what>; <count>: the round's first failure, counted in resolves_failed and the rounds
+ * failed in a row (a round with a name failed and its other addresses refused is one round
+ * failed). Logged once, and again only when the failure changes or RESOLVE_REMIND_MS after
+ * the last line, with the rounds failed in a row: with resolve_every: 1s, a name gone from
+ * DNS logged the same line every second.
  */
 static void resolve_failed(struct hlb_control *ctl, const char *what,
-			   const struct hashlb_error *err)
+			   const struct hashlb_error *err, bool count)
 {
 	char kv[HLB_LOG_CONFIG_ERROR_MAX];
 	uint64_t now = hlb_now_ms();
 
-	ctl->resolves_failed++;
-	ctl->resolve_fail_rounds++;
+	if (count) {
+		ctl->resolves_failed++;
+		ctl->resolve_fail_rounds++;
+	}
 	if (err->line > 0)
 		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
 			 ctl->config_path, err->line, err->column, err->msg);
@@ -207,6 +211,17 @@ static void resolve_recovered(struct hlb_control *ctl)
 	control_log(ctl, HLB_LOG_INFO, "names resolve again", "rounds_failed=%" PRIu64,
 		    ctl->resolve_fail_rounds);
 	ctl->resolve_fail_rounds = 0;
+}
+
+/* A round applied, or with nothing to apply: <ok>, every name resolved, counts it in
+ * resolves_ok (else it counted in resolves_failed already). */
+static void resolve_ok(struct hlb_control *ctl, bool ok)
+{
+	if (!ok)
+		return;
+	ctl->resolves_ok++;
+	ctl->last_resolve_err[0] = '\0';
+	resolve_recovered(ctl);
 }
 
 /* A service's backends written with a host name, sorted by name: a round's
@@ -341,10 +356,6 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 	size_t o = 0;
 	uint32_t n = 0;
 
-	if (ok) {
-		ctl->resolves_ok++;
-		ctl->last_resolve_err[0] = '\0';
-	}
 	/* The same text parsed again: the services are the same, in the same order. */
 	for (uint32_t i = 0; i < fresh->n_services; i++) {
 		const struct hashlb_service_cfg *was = &ctl->cfg->services[i];
@@ -354,7 +365,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		if (named_index(was, &was_ix) < 0 || named_index(now, &now_ix) < 0) {
 			free(was_ix.v);
 			hashlb_err(&err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err, ok);
 			resolve_drop(ctl);
 			return;
 		}
@@ -382,20 +393,19 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		free(now_ix.v);
 	}
 	if (n == 0) {
-		if (ok)
-			resolve_recovered(ctl);
+		resolve_ok(ctl, ok);
 		resolve_drop(ctl);
 		return;
 	}
 	if (hlb_control_weights_fit(ctl, fresh, &err) < 0 ||
 	    hlb_pool_apply(ctl->pool, fresh, NULL, &err) < 0) {
-		/* not "names resolve again" before it each round: the same refusal, logged once */
-		resolve_failed(ctl, RESOLVE_REFUSED, &err);
+		/* not "names resolve again" before it each round: the same refusal, logged once;
+		 * a round failed, not one that resolved too (it was counted in both) */
+		resolve_failed(ctl, RESOLVE_REFUSED, &err, ok);
 		resolve_drop(ctl);
 		return;
 	}
-	if (ok)
-		resolve_recovered(ctl);
+	resolve_ok(ctl, ok);
 	/* published now, each table rebuilt saying what it moved, as a reload's */
 	hlb_pool_flush_resolve(ctl->pool, NULL);
 	keep_overrides(ctl->cfg, fresh);
@@ -455,7 +465,7 @@ static void resolve_tick(void *arg)
 		if (r == 0)
 			r = hashlb_config_resolve_again(ctl->resolving, &ctl->resolve_job, &err);
 		if (r < 0)
-			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &err, true);
 		if (r < 0 || !ctl->resolve_job) {
 			resolve_drop(ctl);
 			resolve_again_in(ctl, every);
@@ -478,11 +488,11 @@ static void resolve_tick(void *arg)
 		resolve_failed(ctl,
 			       err.reason == HASHLB_ERR_MEMORY_CAP ? RESOLVE_REFUSED
 								   : RESOLVE_NOT_RESOLVED,
-			       &err);
+			       &err, true);
 		resolve_drop(ctl);
 	} else {
 		if (failed.reason != HASHLB_ERR_NONE)
-			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed, true);
 		resolve_apply(ctl, failed.reason == HASHLB_ERR_NONE);
 	}
 	heap_trim_later(ctl);
@@ -931,7 +941,7 @@ int hlb_control_reload(struct hlb_control *ctl, const char *by, struct hashlb_er
 	if (ctl->resolve_job) { /* the reload failed */
 		ctl->resolve_deadline_ms += hlb_now_ms() - began;
 		if (hashlb_resolve_resume(ctl->resolve_job, &rerr) < 0) {
-			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &rerr);
+			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &rerr, true);
 			resolve_drop(ctl);
 			resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
 		}

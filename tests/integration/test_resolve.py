@@ -1062,6 +1062,11 @@ def round_refused_says_so():
     check(len(got) == 1 and "line=2 column=15" in got[0] and
           "over table_memory 1MiB (1048576): raise it" in got[0] and
           "rounds_failed=1" in got[0], f"logged once, at table_memory, in its words: {got}")
+    was = lb.status()["resolve"]
+    check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= was["failed"] + 2, timeout=30)
+          is not None and lb.status()["resolve"]["ok"] == was["ok"],
+          f"a refused round counts as failed only, not as resolved too: {was} then "
+          f"{lb.status()['resolve']}")
     check(not lines("names not resolved") and not lines("names resolve again"),
           f"not as names not resolved, nor as resolved again each round: "
           f"{lines('names not resolved')[:1]} {lines('names resolve again')[:1]}")
