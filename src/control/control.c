@@ -171,19 +171,23 @@ static bool same_failure(const struct hashlb_error *was, const struct hashlb_err
  * A round failed (a name, or all of them), or the addresses it resolved were refused, logged
  * as <what>; <count>: the round's first failure, counted in resolves_failed and the rounds
  * failed in a row (a round with a name failed and its other addresses refused is one round
- * failed). Logged once, and again only when the failure changes or RESOLVE_REMIND_MS after
- * the last line, with the rounds failed in a row: with resolve_every: 1s, a name gone from
- * DNS logged the same line every second.
+ * failed, both logged). Logged once, and again only when the failure changes or
+ * RESOLVE_REMIND_MS after the last line, with the rounds failed in a row: with
+ * resolve_every: 1s, a name gone from DNS logged the same line every second. A name failing
+ * and a refusal are remembered apart, so that a round with both logs neither again.
  */
 static void resolve_failed(struct hlb_control *ctl, const char *what,
 			   const struct hashlb_error *err, bool count)
 {
+	int k = !strcmp(what, RESOLVE_REFUSED);
+	struct hashlb_error *was = &ctl->resolve_logged[k];
 	char kv[HLB_LOG_CONFIG_ERROR_MAX];
 	uint64_t now = hlb_now_ms();
 
 	if (count) {
 		ctl->resolves_failed++;
-		ctl->resolve_fail_rounds++;
+		if (!ctl->resolve_fail_rounds++) /* a new run of failures: each said again */
+			memset(ctl->resolve_logged, 0, sizeof(ctl->resolve_logged));
 	}
 	if (err->line > 0)
 		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
@@ -191,16 +195,16 @@ static void resolve_failed(struct hlb_control *ctl, const char *what,
 	else
 		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s: %s",
 			 ctl->config_path, err->msg);
-	if (ctl->resolve_fail_rounds > 1 && same_failure(&ctl->resolve_logged, err) &&
-	    now - ctl->resolve_logged_ms < RESOLVE_REMIND_MS)
+	if (was->reason != HASHLB_ERR_NONE && same_failure(was, err) &&
+	    now - ctl->resolve_logged_ms[k] < RESOLVE_REMIND_MS)
 		return;
 	control_log(ctl, HLB_LOG_ERROR, what, "%s rounds_failed=%" PRIu64,
 		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)),
 		    ctl->resolve_fail_rounds);
-	if (ctl->resolve_fail_rounds == 1 || !same_failure(&ctl->resolve_logged, err))
-		ctl->resolve_logged = *err;
-	ctl->resolve_logged.file = NULL; /* the config's, freed with it */
-	ctl->resolve_logged_ms = now;
+	if (was->reason == HASHLB_ERR_NONE || !same_failure(was, err))
+		*was = *err;
+	was->file = NULL; /* the config's, freed with it */
+	ctl->resolve_logged_ms[k] = now;
 }
 
 /* Every name resolved (a round, or a reload): say so if they had failed. */
@@ -452,6 +456,7 @@ static void resolve_tick(void *arg)
 	struct hlb_control *ctl = arg;
 	struct hashlb_error err = { 0 }, failed = { 0 };
 	uint32_t every = ctl->cfg->resolve_every_ms;
+	bool refused, named;
 	int r;
 
 	if (!ctl->resolve_job) {
@@ -483,16 +488,17 @@ static void resolve_tick(void *arg)
 	r = hashlb_config_resolve_finish_keep(ctl->resolving, ctl->resolve_job,
 					      HASHLB_RESOLVE_TIMEOUT_MS, ctl->cfg, &failed, &err);
 	ctl->resolve_job = NULL;
+	/* a name that failed is said also when the others' addresses are refused (only the
+	 * refusal was); a second failure of a name (out of memory...) stands for the round's */
+	refused = r < 0 && err.reason == HASHLB_ERR_MEMORY_CAP;
+	named = failed.reason != HASHLB_ERR_NONE && (r == 0 || refused);
+	if (named)
+		resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed, true);
 	if (r < 0) {
 		/* the names resolved, their addresses past the config's own table_memory */
-		resolve_failed(ctl,
-			       err.reason == HASHLB_ERR_MEMORY_CAP ? RESOLVE_REFUSED
-								   : RESOLVE_NOT_RESOLVED,
-			       &err, true);
+		resolve_failed(ctl, refused ? RESOLVE_REFUSED : RESOLVE_NOT_RESOLVED, &err, !named);
 		resolve_drop(ctl);
 	} else {
-		if (failed.reason != HASHLB_ERR_NONE)
-			resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed, true);
 		resolve_apply(ctl, failed.reason == HASHLB_ERR_NONE);
 	}
 	heap_trim_later(ctl);

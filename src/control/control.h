@@ -116,11 +116,12 @@ struct hlb_control {
 	/* admin requests refused (503): the last logged count and when, per kind */
 	uint64_t refused_logged[HLB_HTTP_REFUSED_MAX], refused_logged_ms[HLB_HTTP_REFUSED_MAX];
 	char last_resolve_err[320]; /* "" when the last one succeeded */
-	/* names that keep failing, logged once and again when the failure
-	 * changes (resolve_failed()): what was logged last and when, and the
-	 * rounds failed in a row; rounds 0 while every name resolves */
-	struct hashlb_error resolve_logged;
-	uint64_t resolve_logged_ms, resolve_fail_rounds;
+	/* names that keep failing, or addresses refused, logged once and again when
+	 * the failure changes (resolve_failed()): what was logged last and when, of
+	 * either kind ([0] names, [1] refusals), and the rounds failed in a row;
+	 * rounds 0 while every name resolves */
+	struct hashlb_error resolve_logged[2];
+	uint64_t resolve_logged_ms[2], resolve_fail_rounds;
 	/* the daemon, when plugged in (plug.c); opaque here */
 	void *daemon;
 	uint64_t (*connections)(void *daemon); /* open connections over all workers */

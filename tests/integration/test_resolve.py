@@ -1106,6 +1106,52 @@ def round_past_own_table_memory_says_so():
     check(lb.stop() == 0, "exit 0")
 
 
+def refused_with_a_failing_name(tag, first, weight_set):
+    """A round where one name fails (it keeps its address) and the others' new addresses are
+    refused past table_memory (<weight_set>: with a weight set at run time; else the config's
+    own weights): both are logged, once, as one round failed (rounds_failed=1 on each line),
+    and later rounds log neither again."""
+    need_unshare()
+    hosts = [f"127.0.0.{first + i}" for i in range(10)]
+    names = Names(tag, f"{hosts[0]} pool\n127.0.0.{first + 10} other\n")
+    pool = ("pool", "pool:9", "each_address: true") + (() if weight_set else ("weight: 4",))
+    cfg = "resolve_every: 1s\ntable_memory: 1MiB\n" + config(
+        [pool, ("o", "other:9"), ("b", "127.0.0.1:9")], scheme="ring", extra="vnodes: 1000",
+        health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    if weight_set:
+        rc, so, se = lb.ctl("set", "b", "weight", "25")
+        check(rc == 0, f"ctl set b weight 25: {rc} {se}")
+
+    def lines(what):
+        return [l for l in lb.log if f'msg="{what}' in l]
+
+    names.set_hosts("".join(f"{h} pool\n" for h in hosts))  # other gone, pool past the cap
+    got = refused_rounds(lb, 3)
+    failed = lines("names not resolved")
+    check(len(got) == 1 and "over table_memory 1MiB (1048576): raise it" in got[0] and
+          "rounds_failed=1" in got[0], f"the refusal logged once, the first round's: {got}")
+    check(len(failed) == 1 and "other" in failed[0] and "rounds_failed=1" in failed[0],
+          f"the failing name logged too, once, in the same round (one round failed): {failed}")
+    check(sorted(b["name"] for b in lb.service()["backends"]) ==
+          ["b", "o", f"pool@{hosts[0]}"], f"the backends keep their addresses: "
+          f"{lb.service()['backends']}")
+    check(lb.stop() == 0, "exit 0")
+
+
+def round_refused_with_a_failing_name_says_both():
+    """A round refused past table_memory by a weight set at run time, with a name failing
+    beside it. Before, the round counted twice (its refusal's line said rounds_failed=2), and
+    both lines were logged again each round: the two failures, remembered as one, alternated."""
+    refused_with_a_failing_name("refusedname", 61, True)
+
+
+def round_past_own_table_memory_with_a_failing_name_says_both():
+    """A round past the config's own table_memory, with a name failing beside it. Before,
+    only the refusal was logged: the name that failed was not said at all."""
+    refused_with_a_failing_name("ownname", 81, False)
+
+
 def failing_name_logged_once():
     """resolve_every: 1s, a name gone from the hosts file: the failure is logged once, not
     once a round; again when it changes (the name answers an address no connect can use), with
@@ -1195,5 +1241,6 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
            reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once,
            round_refused_says_so,
-           round_past_own_table_memory_says_so,
+           round_past_own_table_memory_says_so, round_refused_with_a_failing_name_says_both,
+           round_past_own_table_memory_with_a_failing_name_says_both,
            failed_reload_keeps_the_round])
