@@ -83,10 +83,9 @@ struct hlb_pool {
 	 * lines it wrote about it and left out (HLB_POOL_CHANGE_LINES) */
 	struct hlb_pool_changes *changes;
 	uint32_t change_lines, changes_unlogged;
-	/* during hlb_pool_flush_reload() and hlb_pool_flush_resolve(): what the rebuilds moved,
-	 * NULL otherwise; <moved_by_resolve>: the latter's, said as a resolve_every round's */
+	/* during hlb_pool_flush_reload() and hlb_pool_flush_resolve(): what the rebuilds moved
+	 * (and which of them), NULL otherwise */
 	struct hlb_pool_moved *moved;
-	bool moved_by_resolve;
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
@@ -1012,7 +1011,7 @@ static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot 
 			  const struct hlb_snapshot *next)
 {
 	struct hlb_pool_moved *m = s->pool->moved;
-	bool by_resolve = s->pool->moved_by_resolve;
+	bool by_resolve = m->by_resolve;
 	double moved = 0;
 	char what[64];
 	/* the reload's own listener transaction said it (listen_rehashes()) */
@@ -1118,13 +1117,11 @@ void hlb_pool_flush(struct hlb_pool *p)
 /* hlb_pool_flush_reload() and hlb_pool_flush_resolve(): <by_resolve>, the latter */
 static void pool_flush_moved(struct hlb_pool *p, bool by_resolve, struct hlb_pool_moved *ret_moved)
 {
-	struct hlb_pool_moved moved = { 0 };
+	struct hlb_pool_moved moved = { .by_resolve = by_resolve };
 
 	p->moved = &moved;
-	p->moved_by_resolve = by_resolve;
 	hlb_pool_flush(p);
 	p->moved = NULL;
-	p->moved_by_resolve = false;
 	/* a reload of thousands of services: the log bounded, as for the changes */
 	if (moved.tables > HLB_POOL_CHANGE_LINES)
 		pool_log(p, HLB_LOG_INFO,

@@ -412,6 +412,7 @@ struct hlb_pool_moved {
 	uint32_t tables; /* services whose table the reload rebuilt */
 	double most; /* the largest share of a service's clients moved, 0..1 */
 	char most_service[128]; /* its service, "" if none */
+	bool by_resolve; /* hlb_pool_flush_resolve()'s, its lines a resolve_every round's */
 };
 
 /*
