@@ -59,18 +59,36 @@ static void test_cap_counts_clients_being_adopted(void **state)
 {
 	struct hlb_proxy_opts opts = { .n_workers = 1 };
 	struct hashlb_error err = { 0 };
+	struct hlb_service *svc;
 	struct hlb_proxy *p;
+	int peer[10];
 
 	(void)state;
 	assert_int_equal(hlb_proxy_new(&opts, NULL, &p, &err), 0);
+	assert_int_equal(hlb_service_new("web", 1, &svc), 0);
 	hlb_proxy_set_max_connections(p, 10, true);
 	assert_true(worker_pipe_room(&p->workers[0]));
-	atomic_store(&p->adopting, 9);
-	assert_true(worker_pipe_room(&p->workers[0]));
-	atomic_store(&p->adopting, 10);
+	/* ten clients handed over, queued to the worker, which has not started: none read */
+	for (int i = 0; i < 10; i++) {
+		int sv[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		assert_true(worker_pipe_room(&p->workers[0]));
+		assert_true(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
+		peer[i] = sv[0];
+	}
+	assert_int_equal(hlb_proxy_connections_adopting(p), 10);
 	assert_false(worker_pipe_room(&p->workers[0]));
-	atomic_store(&p->adopting, 0);
+	/* the commands never read are freed with the proxy: their sockets closed */
 	hlb_proxy_free(p);
+	for (int i = 0; i < 10; i++) {
+		char c;
+
+		assert_int_equal(read(peer[i], &c, 1), 0);
+		close(peer[i]);
+	}
+	assert_int_equal(atomic_load(&svc->active), 0);
+	hlb_service_unref(svc);
 }
 
 int main(void)
