@@ -413,6 +413,8 @@ def echo_once(addr, src):
             got = read_to_eof(s)
         finally:
             s.close()
+    except TimeoutError:
+        return "timeout"
     except OSError as e:
         return repr(e)
     return None if got == b"a\nx" else f"got {got!r}"
@@ -420,10 +422,13 @@ def echo_once(addr, src):
 
 def serve_clients(listen, first, count, failed):
     """How many of <count> clients (from client_ip(first) on) get their echo through <listen>,
-    up to the first that does not. A client not served is tried again, up to three times: a
-    worker that waits on its log serves none after it, nor its tries again, while a try lost
-    on a shared machine says nothing of hashlb (on a loopback other tests flood, packets are
-    dropped, as /proc/net/softnet_stat counts: hundreds of thousands under load). Each try
+    up to the first that does not. A client reset or cut short is tried again, up to three
+    times: a try lost on a shared machine says nothing of hashlb (on a loopback other tests
+    flood, packets are dropped, as /proc/net/softnet_stat counts: hundreds of thousands under
+    load; one SYN lost to hashlb costs the client 1 s of its 5, one lost to the backend a
+    connect try of hashlb's, which resets the client). A try that times out (5 s without a
+    step: a connection not made after three SYNs, or an echo not come) is what a worker that
+    waits on its log does, and ends the serving at once, that client not served. Each try
     that failed goes into <failed> with its why, for the caller to say and to check few; as
     each may have made a connection of its own, logged, the caller counts the lines against
     the connections hashlb routed (routed_and_dropped()), not against its clients."""
@@ -434,6 +439,8 @@ def serve_clients(listen, first, count, failed):
             if why is None:
                 break
             failed.append(f"client {i}: {why}")
+            if why == "timeout":
+                return i - first
         else:
             return i - first
     return count
