@@ -1279,6 +1279,13 @@ def passed_socket_removed_and_added_back_after_an_upgrade():
         upgraded_one_stops(p, new_pid, lsock)
 
 
+def socket_copies(pid, sock):
+    """How many descriptors of process <pid> are socket <sock> (/proc/PID/fd)."""
+    ino = os.fstat(sock.fileno()).st_ino
+    return sum(os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{ino}]"
+               for fd in os.listdir(f"/proc/{pid}/fd"))
+
+
 def passed_socket_kept_by_an_upgrade_that_adds_workers():
     """An upgrade in place to more workers than the old process had, with a service on the
     service manager's socket: each new worker accepts on that socket, a descriptor of it each,
@@ -1303,9 +1310,7 @@ def passed_socket_kept_by_an_upgrade_that_adds_workers():
                              f"{[l for l in log if 'error' in l][-2:]}")
                 continue
             check(p.wait(20) == 0, f"workers {old} to {new}: the old one exited 0")
-            ino = os.fstat(lsock.fileno()).st_ino
-            copies = sum(os.readlink(f"/proc/{new_pid}/fd/{fd}") == f"socket:[{ino}]"
-                         for fd in os.listdir(f"/proc/{new_pid}/fd"))
+            copies = socket_copies(new_pid, lsock)
             check(copies >= new, f"workers {old} to {new}: a descriptor of the manager's "
                                  f"socket for each worker: {copies}")
             serves_on_the_managers_socket(new_pid, lsock, port, f"workers {new} serve")
@@ -1370,9 +1375,7 @@ def passed_socket_unused_then_added_after_an_upgrade():
         check(p.wait(20) == 0 and new_pid, "the old one exited 0, the new one's pid logged")
         if not new_pid:
             return
-        ino = os.fstat(lsock.fileno()).st_ino
-        copies = sum(os.readlink(f"/proc/{new_pid}/fd/{fd}") == f"socket:[{ino}]"
-                     for fd in os.listdir(f"/proc/{new_pid}/fd"))
+        copies = socket_copies(new_pid, lsock)
         check(copies == 1, f"the new one holds the manager's socket, unused, once (it came "
                            f"twice): {copies} descriptors of it")
         reloaded_to(new_pid, log, path, other + web, "web added")
