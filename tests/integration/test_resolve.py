@@ -1020,20 +1020,21 @@ def stuck_name_does_not_hold_the_others():
         x.stop()
 
 
+def msg_lines(lb, what):
+    """The lines of <lb>'s log whose message begins with <what>."""
+    return [l for l in lb.log if f'msg="{what}' in l]
+
+
 def refused_rounds(lb, rounds):
     """The lines of <lb>'s log saying a round's new addresses were refused, once one is and
     <rounds> more rounds have failed."""
-    refused = 'msg="names resolved, their new addresses refused: the backends keep theirs"'
-
-    def lines():
-        return [l for l in lb.log if refused in l]
-
-    check(lb.wait(lines, timeout=15) is not None,
+    refused = 'names resolved, their new addresses refused: the backends keep theirs"'
+    check(lb.wait(lambda: msg_lines(lb, refused), timeout=15) is not None,
           f"the round is refused, saying so: {lb.log[-3:]}")
     failed0 = lb.status()["resolve"]["failed"]
     check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= failed0 + rounds, timeout=30)
           is not None, f"{rounds} more rounds refused: {lb.status()['resolve']}")
-    return lines()
+    return msg_lines(lb, refused)
 
 
 def round_refused_says_so():
@@ -1054,9 +1055,6 @@ def round_refused_says_so():
     rc, so, se = lb.ctl("set", "b", "weight", "25")  # 26,000 points: within 1 MiB
     check(rc == 0, f"ctl set b weight 25: {rc} {se}")
 
-    def lines(what):
-        return [l for l in lb.log if f'msg="{what}' in l]
-
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))  # 35,000 points: past it
     got = refused_rounds(lb, 3)
     check(len(got) == 1 and "line=2 column=15" in got[0] and
@@ -1067,9 +1065,9 @@ def round_refused_says_so():
           is not None and lb.status()["resolve"]["ok"] == was["ok"],
           f"a refused round counts as failed only, not as resolved too: {was} then "
           f"{lb.status()['resolve']}")
-    check(not lines("names not resolved") and not lines("names resolve again"),
+    check(not msg_lines(lb, "names not resolved") and not msg_lines(lb, "names resolve again"),
           f"not as names not resolved, nor as resolved again each round: "
-          f"{lines('names not resolved')[:1]} {lines('names resolve again')[:1]}")
+          f"{msg_lines(lb, 'names not resolved')[:1]} {msg_lines(lb, 'names resolve again')[:1]}")
     check(sorted(b["name"] for b in lb.service()["backends"]) == ["b", f"pool@{hosts[0]}"],
           f"the backends keep their addresses: {lb.service()['backends']}")
     check(lb.stop() == 0, "exit 0")
@@ -1091,16 +1089,13 @@ def round_past_own_table_memory_says_so():
     line = cfg.splitlines().index("  - name: t") + 1
     lb = Lb(cfg, wrap=names.wrap())
 
-    def lines(what):
-        return [l for l in lb.log if f'msg="{what}' in l]
-
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))
     got = refused_rounds(lb, 2)
     check(len(got) == 1 and f"line={line} " in got[0] and "its names resolved" in got[0] and
           "over table_memory 1MiB (1048576): raise it" in got[0] and
           "rounds_failed=1" in got[0], f"logged once, at the service, in its words: {got}")
-    check(not lines("names not resolved"),
-          f"not as names not resolved: {lines('names not resolved')[:1]}")
+    check(not msg_lines(lb, "names not resolved"),
+          f"not as names not resolved: {msg_lines(lb, 'names not resolved')[:1]}")
     check(sorted(b["name"] for b in lb.service()["backends"]) == ["b", f"pool@{hosts[0]}"],
           f"the backends keep their addresses: {lb.service()['backends']}")
     check(lb.stop() == 0, "exit 0")
@@ -1164,9 +1159,6 @@ def failing_name_logged_once():
                                          health="enabled: false")
     lb = Lb(cfg, wrap=names.wrap())
 
-    def lines(what):
-        return [l for l in lb.log if f'msg="{what}' in l]
-
     def rounds_after(n):
         failed0 = lb.status()["resolve"]["failed"]
         check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= failed0 + n, timeout=30)
@@ -1174,25 +1166,25 @@ def failing_name_logged_once():
 
     names.set_hosts("127.0.0.1 alpha\n")
     rounds_after(4)
-    got = lines("names not resolved")
+    got = msg_lines(lb, "names not resolved")
     check(len(got) == 1 and "line=15 column=18" in got[0] and "does not resolve" in got[0]
           and "rounds_failed=1" in got[0],
           f"4 rounds failing on beta log it once, where it is written: {got}")
     names.set_hosts("127.0.0.1 alpha\n0.0.0.0 beta\n")
     rounds_after(4)
-    got = lines("names not resolved")
+    got = msg_lines(lb, "names not resolved")
     check(len(got) == 2 and "unspecified address" in got[1] and
           re.search(r"rounds_failed=([2-9]|\d\d)", got[1]),
           "the failure that changed is logged once more, with the rounds failed in a row: " +
           " | ".join(got))
     names.set_hosts("127.0.0.1 alpha\n127.0.0.1 beta\n")
-    check(lb.wait(lambda: lines("names resolve again"), timeout=15) is not None,
+    check(lb.wait(lambda: msg_lines(lb, "names resolve again"), timeout=15) is not None,
           "a line says the names resolve again")
-    back = (lines("names resolve again") or [""])[0]
+    back = (msg_lines(lb, "names resolve again") or [""])[0]
     check(re.search(r"rounds_failed=([89]|\d\d)", back), f"with how many rounds failed: {back}")
     names.set_hosts("127.0.0.1 alpha\n")
     rounds_after(2)
-    got = lines("names not resolved")
+    got = msg_lines(lb, "names not resolved")
     check(len(got) == 3 and "rounds_failed=1" in got[2],
           f"a failure after that is logged again, once: {got[2:]}")
     check(lb.stop() == 0, "exit 0")
