@@ -924,6 +924,16 @@ static int tcp_ask_ended(uint16_t port, const char *req)
 	return fd;
 }
 
+/* Clients <from> to <to> - 1 of <e> connect, into <fds>, and wait for their request, each
+ * accepted before the next connects. */
+static void clients_open(struct tcp_end *e, int *fds, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		fds[i] = tcp_ask(e->port, "");
+		settle(e->l);
+	}
+}
+
 /* The <n> clients <fds> of <e> close: so do their connections, none left to a timer. */
 static void clients_end(struct tcp_end *e, const int *fds, int n)
 {
@@ -1081,10 +1091,7 @@ static void test_lingers_while_the_client_may_send(void **state)
 
 	/* 64 waiting for their request: the 503 to one past them that waits on Expect lingers
 	 * (it closed at once, and the body the client sends next drew a reset) */
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
+	clients_open(&e, fds, 0, HLB_HTTP_CONNS_MAX);
 	fd = tcp_ask(e.port,
 		     "POST /now HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
 	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
@@ -1175,10 +1182,7 @@ static void test_busy_at_accept_lingers(void **state)
 	tcp_end_new(&e);
 	/* none of the 72 answered while the test runs, however slowly */
 	hlb_http_set_timeouts(e.h, 600000, HLB_HTTP_LINGER_MS);
-	for (int i = 0; i < n; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
+	clients_open(&e, fds, 0, n);
 	assert_int_equal(hlb_http_conns(e.h), n);
 	fd = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\n");
 	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
@@ -1211,10 +1215,7 @@ static void test_busy_served_once_a_place_frees(void **state)
 	(void)state;
 	tcp_end_new(&e);
 	hlb_http_set_timeouts(e.h, 600000, 600000);
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
+	clients_open(&e, fds, 0, HLB_HTTP_CONNS_MAX);
 	/* one of the 64 closes */
 	busy = tcp_ask(e.port, "");
 	settle(e.l);
@@ -1256,6 +1257,21 @@ static const char *split_answer(const char *buf, char *head, size_t size)
 	return end + 4;
 }
 
+/* A client of <e> that asks and ends, the places full: answered 503, not to keep, with when
+ * to try again. */
+static void refused_not_kept(struct tcp_end *e)
+{
+	char buf[512], head[512];
+	int fd = tcp_ask_ended(e->port, "GET /now HTTP/1.1\r\n\r\n");
+
+	pump(e->l, NULL, fd);
+	split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(head, "\r\nCache-Control: no-store\r\n"));
+	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
+	close(fd);
+}
+
 /*
  * A 503, whichever (over the 64 once the request is in, at accept past the 8 more), says not to
  * keep it (Cache-Control: no-store, as every other answer does: a proxy or a browser that kept
@@ -1265,33 +1281,16 @@ static const char *split_answer(const char *buf, char *head, size_t size)
 static void test_refusals_not_kept(void **state)
 {
 	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
-	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX;
 	struct tcp_end e;
-	char buf[512], head[512];
 
 	(void)state;
 	tcp_end_new(&e);
 	hlb_http_set_timeouts(e.h, 600000, HLB_HTTP_LINGER_MS);
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
-	fd = tcp_ask_ended(e.port, "GET /now HTTP/1.1\r\n\r\n");
-	pump(e.l, NULL, fd);
-	split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(head, "\r\nCache-Control: no-store\r\n"));
-	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
-	for (int i = HLB_HTTP_CONNS_MAX; i < n; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
-	fd = tcp_ask_ended(e.port, "GET /now HTTP/1.1\r\n\r\n");
-	pump(e.l, NULL, fd);
-	split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(head, "\r\nCache-Control: no-store\r\n"));
-	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
+	clients_open(&e, fds, 0, HLB_HTTP_CONNS_MAX);
+	refused_not_kept(&e);
+	clients_open(&e, fds, HLB_HTTP_CONNS_MAX, n);
+	refused_not_kept(&e);
 	clients_end(&e, fds, n);
 	tcp_end_free(&e);
 }
@@ -1312,10 +1311,7 @@ static void test_places_counted_not_connections(void **state)
 	(void)state;
 	tcp_end_new(&e);
 	hlb_http_set_timeouts(e.h, 600000, 600000);
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
+	clients_open(&e, fds, 0, HLB_HTTP_CONNS_MAX);
 	/* over the 64: answered 503, it lingers (its client has not ended) */
 	busy = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
 	assert_true(!strncmp(read_now(e.l, busy, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
@@ -1715,10 +1711,7 @@ static void test_linger_ends_at_its_time(void **state)
 	close(fd);
 
 	/* 72 connections held, then 503s at accept */
-	for (int i = 0; i < n; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
+	clients_open(&e, fds, 0, n);
 	fd = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\n");
 	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
 	assert_true(ends_alone(e.l, e.h, n + 1));
