@@ -817,15 +817,29 @@ def a_backend_given_another_address_moves_its_clients():
     check(lb.stop() == 0, "exit 0")
 
 
+# a reload's warning (changed=) and moved= (placed_anew=) lines of service t
+LISTEN_WARNED = re.compile(r'level=warn msg="reload: clients move to other backends" service=t '
+                           r'changed=(\S+) ')
+LISTEN_MOVED = re.compile(r'level=info msg="reload: clients moved" service=t moved=([0-9.]+)'
+                          r'(?: placed_anew=(\S+))?$')
+
+
 def listen_move_setup():
-    """What the listen-move tests reload: checks off, three backends never dialled, and the
-    reload's warning (changed=) and moved= (placed_anew=) lines of service t."""
+    """What the listen-move tests reload: checks off, three backends never dialled."""
     t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]
-    warned = re.compile(r'level=warn msg="reload: clients move to other backends" service=t '
-                        r'changed=(\S+) ')
-    line = re.compile(r'level=info msg="reload: clients moved" service=t moved=([0-9.]+)'
-                      r'(?: placed_anew=(\S+))?$')
-    return "enabled: false", t, warned, line
+    return "enabled: false", t
+
+
+def listen_move_reload(lb, text, *args):
+    """<lb> reloaded (hashlb ctl ARGS reload) to config <text>: its exit status, stderr, what
+    service t was warned of (the changed= values), its moved= lines (matches of
+    LISTEN_MOVED), the answer read as JSON ({} if it is not: no --json, or a failure) and
+    the lines the reload logged."""
+    lb.rewrite(text)
+    rc, so, se, logged = lb.reload(*args)
+    said = [m.group(1) for m in (LISTEN_WARNED.search(l) for l in logged) if m]
+    moved = [m for m in (LISTEN_MOVED.search(l) for l in logged) if m]
+    return rc, se, said, moved, json.loads(so) if so.startswith("{") else {}, logged
 
 
 def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
@@ -838,37 +852,33 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
     4-tuple: a wildcard's connections hash the address each one reached.
     Before, the reload did not rebuild the table and said nothing: no warning, no moved= line,
     "rehashed":0, while nearly every client's next connection went to another backend."""
-    off, t, warned, line = listen_move_setup()
+    off, t = listen_move_setup()
     for key, anew in (("4-tuple", True), ("src-ip", False)):
         # a picked port, free on every address: a port-0 listener keeps the port it got, which
         # another test's listener on 127.0.0.2 (an ephemeral port) could hold
         port = pick_port("0.0.0.0")
         lb = Lb(config(t, key=key, health=off, listen=f"127.0.0.1:{port}"))
-        lb.rewrite(config(t, key=key, health=off, listen=f"127.0.0.2:{port}"))
-        rc, so, se, logged = lb.reload("--json")
+        rc, se, said, moved, answer, logged = listen_move_reload(
+            lb, config(t, key=key, health=off, listen=f"127.0.0.2:{port}"), "--json")
         check(rc == 0 and check_logfmt(logged), f"{key}: reload: {se}")
-        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
-        moved = [m for m in (line.search(l) for l in logged) if m]
-        answer = json.loads(so) if so.startswith("{") else {}
         if anew:
             check(said == ["listen"], f"{key}: warned of listen: {said}")
             check(len(moved) == 1 and moved[0].group(2) == "listen" and
                   0.6 < float(moved[0].group(1)) < 0.73,
                   f"{key}: moved= about 2/3, placed_anew=listen: {[m.group(0) for m in moved]}")
-            check(answer.get("rehashed") == 1, f"{key}: rehashed 1: {so!r}")
+            check(answer.get("rehashed") == 1, f"{key}: rehashed 1: {answer}")
             # the listener kept, a fourth backend: its share moves, nothing placed anew
-            lb.rewrite(config(t + [("d", "127.0.0.1:4")], key=key, health=off,
-                              listen=f"127.0.0.2:{port}"))
-            rc, so, se, logged = lb.reload()
-            said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
-            moved = [m for m in (line.search(l) for l in logged) if m]
+            rc, se, said, moved, _, _ = listen_move_reload(
+                lb, config(t + [("d", "127.0.0.1:4")], key=key, health=off,
+                           listen=f"127.0.0.2:{port}"))
             check(rc == 0 and said == [] and len(moved) == 1 and moved[0].group(2) is None and
                   0.2 < float(moved[0].group(1)) < 0.3,
                   f"{key}: listener kept: no warning, moved= the fourth's share: {se} {said} "
                   f"{[m.group(0) for m in moved]}")
         else:
             check(said == [] and moved == [] and answer.get("rehashed") == 0,
-                  f"{key}: nothing moves, nothing said: {said} {[m.group(0) for m in moved]} {so!r}")
+                  f"{key}: nothing moves, nothing said: {said} {[m.group(0) for m in moved]} "
+                  f"{answer}")
         check(lb.stop() == 0, f"{key}: exit 0")
     # a wildcard's connections hash the address each reached: from 0.0.0.0:P to 127.0.0.1:P
     # and back, the clients that connect to 127.0.0.1:P hash as before, and nothing is said
@@ -876,15 +886,12 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
     port = pick_port("0.0.0.0")
     lb = Lb(config(t, key="4-tuple", health=off, listen=f"0.0.0.0:{port}"))
     for listen in (f"127.0.0.1:{port}", f"0.0.0.0:{port}"):
-        lb.rewrite(config(t, key="4-tuple", health=off, listen=listen))
-        rc, so, se, logged = lb.reload("--json")
-        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
-        moved = [m for m in (line.search(l) for l in logged) if m]
-        answer = json.loads(so) if so.startswith("{") else {}
+        rc, se, said, moved, answer, logged = listen_move_reload(
+            lb, config(t, key="4-tuple", health=off, listen=listen), "--json")
         check(rc == 0 and said == [] and moved == [] and answer.get("rehashed") == 0 and
               any(f'msg="reload: service changed" service=t changed=listen' in l for l in logged),
               f"to {listen}: the listener moved, no client's hash: {se} {said} "
-              f"{[m.group(0) for m in moved]} {so!r}")
+              f"{[m.group(0) for m in moved]} {answer}")
     check(lb.stop() == 0, "wildcard: exit 0")
 
 
@@ -896,14 +903,11 @@ def a_port_0_listener_is_compared_at_the_port_it_got():
     the address clients reach changes, whatever port it gets: placed anew. Before, any port
     0 on either side was taken for another port: the first reload warned and said
     placed_anew=listen of clients that did not move."""
-    off, t, warned, line = listen_move_setup()
+    off, t = listen_move_setup()
 
     def reload(listen):
-        lb.rewrite(config(t, key="4-tuple", health=off, listen=listen))
-        rc, so, se, logged = lb.reload("--json")
-        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
-        moved = [m for m in (line.search(l) for l in logged) if m]
-        return rc, se, said, moved, json.loads(so) if so.startswith("{") else {}
+        return listen_move_reload(lb, config(t, key="4-tuple", health=off, listen=listen),
+                                  "--json")[:5]
 
     # 0.0.0.0:0 first: a port free on every address (a wildcard bound beside a listener of
     # its port on one address is refused by the kernel, ours or not)
@@ -936,7 +940,7 @@ def a_dual_stack_wildcard_to_its_ipv4_address_moves_nobody():
             s6.bind(("::1", 0))
     except OSError as e:
         raise Skip(f"no IPv6 on loopback: {e}")
-    off, _, warned, line = listen_move_setup()
+    off, _ = listen_move_setup()
     bs = [Backend(n) for n in "abc"]
     t = [(b.name, b.addr) for b in bs]
     # 40 clients, each at its own address and the same port each time: the one the kernel
@@ -970,13 +974,11 @@ def a_dual_stack_wildcard_to_its_ipv4_address_moves_nobody():
     check(set(before.values()) == {"a", "b", "c"},
           f"through [::]:{port}, the clients reach every backend: {sorted(set(before.values()))}")
     for listen in (f"127.0.0.1:{port}", f'"[::ffff:127.0.0.1]:{port}"'):
-        lb.rewrite(config(t, key="4-tuple", health=off, listen=listen))
-        rc, so, se, logged = lb.reload("--json")
-        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
-        moved = [m.group(0) for m in (line.search(l) for l in logged) if m]
-        answer = json.loads(so) if so.startswith("{") else {}
+        rc, se, said, moved, answer, _ = listen_move_reload(
+            lb, config(t, key="4-tuple", health=off, listen=listen), "--json")
         check(rc == 0 and said == [] and moved == [] and answer.get("rehashed") == 0,
-              f"to {listen}: nothing warned or counted: {se} {said} {moved} {answer}")
+              f"to {listen}: nothing warned or counted: {se} {said} "
+              f"{[m.group(0) for m in moved]} {answer}")
         after = reached(port)
         differ = [c for c in clients if after[c] != before[c]]
         check(not differ, f"to {listen}: each client reaches the backend it reached before "
