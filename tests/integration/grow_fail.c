@@ -2,7 +2,10 @@
  * (reallocarray(), hlb_grow()) fails with ENOMEM in the worker threads (hlb-worker*) of the
  * process whose pid the file HLB_TEST_GROW_FAIL holds: the one call numbered
  * HLB_TEST_GROW_FAIL_AT (from 1, the default) of those made there since the file appeared,
- * which then creates the file named as that one with ".hit" after it. No file, or another
+ * which then creates the file named as that one with ".hit" after it, saying which growth
+ * failed: "caller=0xOFFSET grown=0|1 count=N", the call's return address as an offset in the
+ * object that made it (its function found with nm), whether the array was allocated before
+ * (1) or this was its first allocation (0), and the elements asked for. No file, or another
  * process's pid (an upgrade's new process, which inherits the shim): every call runs as
  * usual. Only the workers: the hot path allocates nothing, an array grows there only where
  * the code says why (a lending's clients). */
@@ -34,16 +37,28 @@ static bool armed(void)
 	return n > 0 && atol(buf) == (long)getpid();
 }
 
-/* Say the failure came: the file HLB_TEST_GROW_FAIL names, ".hit" after its name, created. */
-static void hit(void)
+/* Say the failure came, and which growth it was: the file HLB_TEST_GROW_FAIL names, ".hit"
+ * after its name, created, holding the caller's return address <ret> (an offset in its
+ * object), whether the array <p> existed and the <n> elements asked for. */
+static void hit(const void *ret, const void *p, size_t n)
 {
-	char path[4096];
-	int fd;
+	char path[4096], text[128];
+	Dl_info info = { 0 };
+	int fd, len;
 
+	if (!dladdr(ret, &info))
+		info.dli_fbase = NULL;
+	len = snprintf(text, sizeof(text), "caller=0x%lx grown=%d count=%zu\n",
+		       (unsigned long)((const char *)ret - (const char *)info.dli_fbase), p != NULL,
+		       n);
 	snprintf(path, sizeof(path), "%s.hit", getenv("HLB_TEST_GROW_FAIL"));
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		close(fd);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, text, (size_t)len) < 0) {
+		/* the test finds the file short and says so */
+	}
+	close(fd);
 }
 
 void *reallocarray(void *p, size_t n, size_t size)
@@ -56,7 +71,7 @@ void *reallocarray(void *p, size_t n, size_t size)
 	prctl(PR_GET_NAME, name);
 	if (!strncmp(name, "hlb-worker", 10) && armed() &&
 	    atomic_fetch_add(&armed_calls, 1) + 1 == (at ? atol(at) : 1)) {
-		hit();
+		hit(__builtin_return_address(0), p, n);
 		errno = ENOMEM;
 		return NULL;
 	}

@@ -24,7 +24,8 @@ import signal  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb  # noqa: E402
-from lbtest import HASHLB, Backend, Skip, check, connect, pick_port, read_line, run_tests, tmppath  # noqa: E402
+from lbtest import (HASHLB, Backend, Skip, check, connect, pick_port, read_line, run_tests,  # noqa: E402
+                    tmppath, wait_until)
 from shims import shim_env  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -470,11 +471,28 @@ def queued_clients_keep_their_queue_wait():
         cleanup(queued + [held], new_pid)
 
 
+def failed_growth(exe, text):
+    """Which growth grow_fail.c failed in <exe>, from what its ".hit" file says (<text>): (the
+    function that asked, whether the array was there before (grown, not first allocated), the
+    elements asked for); None if the file does not say."""
+    m = re.fullmatch(r"caller=0x([0-9a-f]+) grown=([01]) count=(\d+)\n", text)
+    if not m:
+        return None
+    at = int(m.group(1), 16)  # an offset in <exe>, a PIE: as nm gives its functions
+    nm = subprocess.run(["nm", "--defined-only", exe], capture_output=True, text=True).stdout
+    funcs = [(int(f[0], 16), f[2]) for f in map(str.split, nm.splitlines())
+             if len(f) == 3 and f[1] in "tT"]
+    func = max(((a, name) for a, name in funcs if a <= at), default=(0, None))[1]
+    return func, m.group(2) == "1", int(m.group(3))
+
+
 def lent_short_of_memory(at):
     """hashlb with 100 clients waiting in its queue, upgraded in place (the new one's backend
     uncapped) with grow_fail.c failing the array growth numbered <at> in its worker from the
-    lending on; its queued clients then served. (lb, queued clients, outcomes); the caller
-    checks what it logged."""
+    lending on; its queued clients then served. (lb, queued clients, outcomes, the growth
+    that failed: failed_growth()); the caller checks what it logged."""
+    if not shutil.which("nm"):
+        raise Skip("no nm (binutils): which growth failed cannot be told")
     n = 100
     exe = tmppath(f"hashlb-nomem{at}")
     install(HASHLB, exe)
@@ -492,15 +510,20 @@ def lent_short_of_memory(at):
         with open(arm, "w") as f:
             f.write(str(lb.proc.pid))
         new_pid = upgraded(lb, uncapped)
-        end = time.time() + 30
-        while time.time() < end and not os.path.exists(arm + ".hit"):
-            time.sleep(0.05)
-        check(os.path.exists(arm + ".hit"), "its worker ran out of memory")
+        def said():  # the whole line, once the shim has written it
+            try:
+                with open(arm + ".hit") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                return ""
+            return text if text.endswith("\n") else ""
+        check(wait_until(said, timeout=30), "its worker ran out of memory")
+        growth = failed_growth(exe, said())
         held.close()  # the old process's slot frees: it serves those it kept, one at a time
         got = outcomes(queued)
         check(not [l for l in lb.log if "reset: it read or wrote them" in l], "none reset")
         check(exits_0(lb), "the old process exits 0")
-        return lb, queued, got
+        return lb, queued, got, growth
     finally:
         cleanup(queued + [held], new_pid)
 
@@ -510,7 +533,10 @@ def queued_clients_lent_short_of_memory():
     its array of lent clients past the first 64 fails): the clients lent so far go to the new
     process, which takes them, the others stay in the old one's queue; each client is served
     once, by one process, its early line echoed, none reset, and the old one exits 0."""
-    lb, queued, got = lent_short_of_memory(2)
+    lb, queued, got, growth = lent_short_of_memory(2)
+    check(growth == ("conn_queue_lend", True, 128),
+          f"the growth that failed: the lent clients' array, from 64 to 128, in "
+          f"conn_queue_lend(): {growth}")
     said = [l for l in lb.log if "clients waiting in the queues handed over" in l]
     print(f"    {said}")
     m = re.search(r" count=(\d+) kept=0$", said[-1]) if said else None
@@ -526,7 +552,10 @@ def queued_clients_not_noted_short_of_memory():
     """The old process cannot note the clients its worker lent (the growth of the array they
     are gathered in fails): none is lent, the new process gets none, and the old one serves
     each, once, its early line echoed, none reset, and exits 0."""
-    lb, queued, got = lent_short_of_memory(3)
+    lb, queued, got, growth = lent_short_of_memory(3)
+    check(growth == ("lent_answer", False, 128),
+          f"the growth that failed: the array the lent clients are noted in, its first (128 "
+          f"for 100), in lent_answer(): {growth}")
     check(not [l for l in lb.log if "taken over" in l and "clients" in l],
           f"none lent: {[l for l in lb.log if 'handed over' in l or 'taken over' in l]}")
     check_outcomes(got, ["served"] * len(queued), "each served once, by the old one")
