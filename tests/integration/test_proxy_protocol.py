@@ -246,7 +246,8 @@ def accept_proxy_refuses_the_rest():
     the kernel's reset for their unread bytes), counted, and never reach a backend; one that
     closes before sending a byte (a TCP health check) is not counted."""
     be = ProxyBackend("v2")
-    lb = Lb(config([("p", be.addr)], extra="accept_proxy: true\ntimeouts:\n  connect: 300ms"))
+    lb = Lb(config([("p", be.addr)], extra="accept_proxy: true\nlog_connections: true\n"
+                                           "timeouts:\n  connect: 300ms"))
     ends = []
     for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"PROXY TCP4 1.2.3.4 5.6.7.8 1 99999\r\n",
                  V2_SIG + b"\x21\x11\x00", b""):
@@ -265,11 +266,19 @@ def accept_proxy_refuses_the_rest():
         if k % 2:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
-    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_bad_headers_total") == 4),
-          f"and counted: {metric_sum(lb, 'hashlb_service_bad_headers_total')}")
-    time.sleep(0.3)
+    # each of the 10 ended, its line logged (those 6 end=client_closed or client_reset), the
+    # counter read then: not before hashlb has seen the 6 end
+    def ends_logged():
+        return [l.split(" end=")[1].split()[0] for l in lb.log if " msg=connection " in l]
+
+    lb.wait(lambda: len(ends_logged()) >= 10)
+    got = ends_logged()
+    check(len(got) == 10 and got.count("bad_header") == 4 and
+          set(got) <= {"bad_header", "client_closed", "client_reset"},
+          f"the 10 clients' ends logged, the 6 that sent nothing closed or reset: {got}")
     check(metric_sum(lb, "hashlb_service_bad_headers_total") == 4,
-          "but not the clients that closed or reset before sending anything")
+          f"counted: 4 bad headers, not the clients that closed or reset before sending "
+          f"anything: {metric_sum(lb, 'hashlb_service_bad_headers_total')}")
     check(not be.by_id, f"no client reached the backend: {list(be.by_id)}")
     check(lb.stop() == 0, "exit 0")
     be.close()
