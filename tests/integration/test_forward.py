@@ -2556,14 +2556,18 @@ def each_worker_took_one(lb, src):
         m = parse_prometheus(lb.http("GET", "/metrics")[1])
         return [v for (n, _), v in m.items() if n == "hashlb_worker_connections"]
 
-    check(lb.wait(lambda: sum(per_worker()) == 0) is not None,
+    def each_holds():  # none read (the family missing) is no worker holding one
+        w = per_worker()
+        return bool(w) and all(w)
+
+    check(lb.wait(lambda: per_worker() and sum(per_worker()) == 0) is not None,
           f"no connection left on the workers: {per_worker()}")
     held = []
-    while not all(per_worker()) and len(held) < 40:
+    while not each_holds() and len(held) < 40:
         s = connect(lb.addr, client_ip(src + len(held)))
         check(read_line(s) != "", "a connection to hold is served")
         held.append(s)
-    check(all(per_worker()), f"each worker took a connection: {per_worker()}")
+    check(each_holds(), f"each worker took a connection: {per_worker()}")
     return held
 
 
