@@ -1118,12 +1118,9 @@ def refused_with_a_failing_name(tag, first, weight_set):
         rc, so, se = lb.ctl("set", "b", "weight", "25")
         check(rc == 0, f"ctl set b weight 25: {rc} {se}")
 
-    def lines(what):
-        return [l for l in lb.log if f'msg="{what}' in l]
-
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))  # other gone, pool past the cap
     got = refused_rounds(lb, 3)
-    failed = lines("names not resolved")
+    failed = msg_lines(lb, "names not resolved")
     check(len(got) == 1 and "over table_memory 1MiB (1048576): raise it" in got[0] and
           "rounds_failed=1" in got[0], f"the refusal logged once, the first round's: {got}")
     check(len(failed) == 1 and "other" in failed[0] and "rounds_failed=1" in failed[0],
