@@ -928,8 +928,8 @@ static struct carried_weight *carried_parse(const char *text, uint32_t *ret_n)
 static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 			       const struct hashlb_config *cfg, struct hashlb_error *err)
 {
-	char cap[HASHLB_TABLE_MEMORY_STRLEN], *buf, *body;
 	struct carried_weight *v, key;
+	char *buf, *body;
 	uint64_t bytes = 0, own;
 	uint32_t n = 0, *w;
 	int status, ret = 0;
@@ -957,21 +957,15 @@ static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 		}
 		own = hashlb_service_cfg_weights_bytes_max(s, w);
 		free(w);
-		bytes = own > UINT64_MAX - bytes ? UINT64_MAX : bytes + own;
-		/* at the first service past it, as the new process counts them (a weight lowered
-		 * at run time leaves room for one raised elsewhere) */
-		if (bytes <= cfg->table_memory || own == UINT64_MAX)
-			continue;
-		hashlb_table_memory_format(cfg, cap, sizeof(cap));
-		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-				 "service '%s': with the weights set at run time in the running "
-				 "hashlb, which the new one takes over, the services' tables up to "
-				 "it may take %" PRIu64 " bytes, over table_memory %s: "
-				 "raise it (0 = no cap), or set those weights lower there first",
-				 s->name, bytes, cap);
-		err->line = cfg->table_memory_pos.line ? cfg->table_memory_pos.line : s->pos.line;
-		err->column =
-			cfg->table_memory_pos.line ? cfg->table_memory_pos.column : s->pos.column;
+		/* as the new process counts them and says it, at the first service past the
+		 * cap (a weight lowered at run time leaves room for one raised elsewhere);
+		 * short of memory here, no check: the new process checks all the same */
+		ret = hashlb_table_memory_add(cfg, s, own, HASHLB_TABLE_MEMORY_TAKEN_OVER, &bytes,
+					      err);
+		if (ret == -ENOMEM)
+			ret = 0;
+		if (own == UINT64_MAX)
+			break;
 	}
 	free(v);
 	return ret;

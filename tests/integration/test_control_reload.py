@@ -1114,7 +1114,7 @@ def an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front():
     n = len(lb.log)
     rc, so, se = lb.ctl("-c", lb.path, "upgrade")
     check(rc == 1 and re.search(r":1:15: error: service 't': with the weights set at run time "
-                                r"in the running hashlb, which the new one takes over, the "
+                                r"in the hashlb it takes over from, the "
                                 r"services' tables up to it may take \d+ bytes, over "
                                 r"table_memory 4MiB \(4194304\)", se)
           and "nothing was sent" in se, f"refused at table_memory, nothing sent: {rc} {se!r}")
