@@ -2377,7 +2377,8 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 				       !b->health.up ? "down"
 				       : assumed     ? "assumed"
 						     : "up",
-				       pen, b->health.suppressed ? "yes" : "no", ramp);
+				       pen, b->health.suppressed ? "yes" : "no", ramp,
+				       b->rt->address);
 		}
 	}
 }
@@ -2390,6 +2391,7 @@ struct handover_seen {
 /* One HLB_HANDOVER_LINE of the hashlb this one replaces, parsed. */
 struct handover {
 	char *svc, *name;
+	char *address; /* as written there; NULL from a process that sent none */
 	enum hashlb_admin_state a, cfg_a;
 	unsigned w, cfg_w, max, cfg_max;
 	bool down;
@@ -2413,6 +2415,7 @@ static void handover_free(struct hlb_pool *p)
 	for (size_t i = 0; i < p->n_ho; i++) {
 		free(p->ho[i].svc);
 		free(p->ho[i].name);
+		free(p->ho[i].address);
 	}
 	free(p->ho);
 	p->ho = NULL;
@@ -2455,6 +2458,16 @@ static bool handover_seen_up(const struct hlb_pool *p, const struct hlb_pool_bac
 }
 
 /*
+ * Whether <h>, the old process's line for backend <b>, is of the endpoint <b> is here: its
+ * health, flap damping and slow start were of that address (a process that sent none: taken
+ * at its word). One the new config moved starts as a reload starts it, up assumed.
+ */
+static bool handover_same_address(const struct hlb_pool_backend *b, const struct handover *h)
+{
+	return !h->address || (b->rt->address && !strcmp(h->address, b->rt->address));
+}
+
+/*
  * Parse <text> (the old hashlb's answer: a line per socket, then a
  * HLB_HANDOVER_LINE per backend it had changed or found down) once, sorted
  * for a bsearch per backend: a scan of the whole text per backend cost
@@ -2471,7 +2484,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		char addr[320]; /* an address as written: HASHLB_HOST_MAX and a port */
 		/* each line on its own: sscanf() measures its whole input first, and
 		 * the text holds a line per backend (20,000 down: 1.5 MB, 1 s) */
-		char line[2 * HASHLB_NAME_MAX + 256], held[4] = "";
+		char line[2 * HASHLB_NAME_MAX + sizeof(addr) + 256], held[4] = "";
 		const char *end = strchr(l, '\n'), *pf;
 		size_t len = end ? (size_t)(end - l) : strlen(l);
 		struct handover h = { 0 };
@@ -2516,13 +2529,20 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		/* the slow start, after those (none, or "-": not ramping, or an older one) */
 		pf = strstr(line, " ramp=");
 		h.ramping = pf && sscanf(pf, " ramp=%" SCNu64, &h.ramp_ms) == 1;
-		if (hlb_grow((void **)&p->ho, &cap, p->n_ho + 1, sizeof(*p->ho), 64) < 0)
+		/* the address, after those (none: an older one) */
+		pf = strstr(line, " addr=");
+		if (pf && sscanf(pf, " addr=%319s", addr) == 1 && !(h.address = strdup(addr)))
 			break;
+		if (hlb_grow((void **)&p->ho, &cap, p->n_ho + 1, sizeof(*p->ho), 64) < 0) {
+			free(h.address);
+			break;
+		}
 		h.svc = strdup(s);
 		h.name = strdup(name);
 		if (!h.svc || !h.name) {
 			free(h.svc);
 			free(h.name);
+			free(h.address);
 			break;
 		}
 		p->ho[p->n_ho++] = h;
@@ -2545,6 +2565,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 	struct hlb_pool *p = b->svc->pool;
 	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
 	char ramp[32] = "", what[64] = ""; /* what[]: the settings carried, ",a,b" */
+	bool here;
 
 	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
 	/* seen up there: its next down is a flap (not logged: most backends are) */
@@ -2552,6 +2573,8 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->health.assumed = false;
 	if (!h)
 		return;
+	/* state, weight and cap go with the name, as at a reload; health with the endpoint */
+	here = handover_same_address(b, h);
 	if (h->a != h->cfg_a && b->cfg_admin == h->cfg_a) {
 		b->admin = h->a;
 		atomic_store(&b->rt->admin, (int)h->a);
@@ -2566,14 +2589,14 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		atomic_store(&b->rt->max_conns, h->max);
 		strcat(what, ",max_connections");
 	}
-	if (h->down && hlb_pool_backend_checked(b)) {
+	if (h->down && here && hlb_pool_backend_checked(b)) {
 		/* as the old one last saw it, until <rise> checks pass here */
 		hlb_health_init(&b->health, false, hlb_now_ms());
 		atomic_store(&b->rt->healthy, false);
 		b->carried_down = true;
 		strcat(what, ",down");
 	}
-	if (h->penalty > 0 && hlb_pool_backend_checked(b)) {
+	if (h->penalty > 0 && here && hlb_pool_backend_checked(b)) {
 		/* its flapping goes on counting: one held down stays so until the penalty
 		 * decays, as it would have in the old one, not up after <rise> checks */
 		b->health.penalty = h->penalty;
@@ -2582,7 +2605,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->health.assumed = false; /* it flapped there: seen up, its next down is a flap */
 		strcat(what, ",flap_damping");
 	}
-	if (h->ramping && b->health.up) {
+	if (h->ramping && here && b->health.up) {
 		/* its slow start goes on where it was: not started here, it would admit all its
 		 * clients at once (a backend starts up and not ramping) */
 		backend_ramp_start(b, hlb_now_ms(), h->ramp_ms);
@@ -2619,7 +2642,8 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 			struct handover *h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho),
 							       handover_cmp)
 						     : NULL;
-			bool down = h && h->down;
+			bool here = h && handover_same_address(b, h);
+			bool down = here && h->down;
 
 			/* unchanged there since this one started, or decided here since; up only
 			 * assumed at first, seen up there since: its next down is a flap */
@@ -2632,7 +2656,7 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 			backend_health_restart(b, !down, now);
 			if (handover_seen_up(p, b, s->cfg->name, h))
 				b->health.assumed = false; /* a check passed it there */
-			if (h && h->penalty > 0) {
+			if (here && h->penalty > 0) {
 				b->health.penalty = h->penalty;
 				b->health.penalty_ms = now;
 				b->health.suppressed = h->held && down;
@@ -2641,7 +2665,7 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 			b->carried_down = down;
 			backend_health_changed(b, now, "old_hashlb", 0);
 			/* back up there while this one started: its ramp began there, not now */
-			if (!down && h && h->ramping)
+			if (!down && here && h->ramping)
 				backend_ramp_start(b, now, h->ramp_ms);
 			n++;
 		}

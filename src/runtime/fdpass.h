@@ -37,13 +37,17 @@
 /* After the sockets' lines, one per backend whose state, weight or cap was set at run time
  * (hashlb ctl set), that is down, that flapped of late or that is in slow start: service,
  * backend, then each setting as now/in the config, its health, its flap damping (the
- * penalty now, and whether it holds the backend down) and how far its slow start is (ms
- * since it began, "-" if none: a duration, not a time on either process's clock). The new process carries each setting on unless its own config changes it (as a
- * reload does), and starts from that health, damping and ramp (checks then go on). A
- * process of before the damping's or the ramp's fields ignores them. */
+ * penalty now, and whether it holds the backend down), how far its slow start is (ms
+ * since it began, "-" if none: a duration, not a time on either process's clock) and its
+ * address as written. The new process carries each setting on unless its own config changes
+ * it (as a reload does), and starts from that health, damping and ramp (checks then go on)
+ * where it has the backend at that address: at another one it is another endpoint, and starts
+ * as a backend the config moved does at a reload. A process of before the damping's, the
+ * ramp's or the address's fields ignores them; one that sends no address is taken at its word
+ * whatever the address here. */
 #define HLB_HANDOVER_LINE                                                                  \
 	"set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s penalty=%.3f " \
-	"held=%s ramp=%s\n"
+	"held=%s ramp=%s addr=%s\n"
 
 /* With them, one per backend written with a host name: service, backend, its address as
  * written and the address it connects to. The new process keeps a backend there while its

@@ -1801,7 +1801,7 @@ static void test_handover_carries_flap_damping(void **state)
 	hlb_pool_handover(old.pool, &o);
 	assert_non_null(o.p);
 	assert_non_null(strstr(o.p, "set web b1 "));
-	assert_non_null(strstr(o.p, " held=yes ramp=-\n"));
+	assert_non_null(strstr(o.p, " held=yes ramp=- addr="));
 	fixture_teardown(&old);
 
 	b = taker(&f, o.p);
@@ -1933,6 +1933,52 @@ static void test_handover_seen_up_is_of_the_backends_the_old_one_had(void **stat
 		fixture_teardown(&f);
 		free(ho);
 	}
+}
+
+/*
+ * A backend down and held for flapping in the old process, and a new config that moves it to
+ * another address: another endpoint, that no check of either process saw fail. It started
+ * down in the new process all the same, held for the old address's flapping, out of its
+ * service until the penalty decayed. It starts as a reload that moves it does now, up
+ * (assumed); one still at that address is carried down and held, as before.
+ */
+static void test_handover_health_is_of_the_address(void **state)
+{
+	struct fixture old, f;
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+
+	(void)state;
+	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 3, 0, checks_on);
+	flap_until_held(hlb_pool_backend_find(old.svc, "b1"));
+	hlb_pool_handover(old.pool, &o);
+	assert_non_null(o.p);
+	assert_non_null(strstr(o.p, " held=yes ramp=- addr=127.0.0.1:9\n"));
+	fixture_teardown(&old);
+
+	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_moved, o.p);
+	assert_true(hlb_pool_backend_up(b));
+	assert_false(b->health.suppressed);
+	assert_true(hlb_health_penalty(&b->health, &f.svc->hp, hlb_now_ms()) == 0);
+	backend_fail(b); /* its first down: no flap, as for any backend just started */
+	assert_int_equal(b->health.flaps, 0);
+	fixture_teardown(&f);
+
+	b = taker(&f, o.p);
+	assert_false(hlb_pool_backend_up(b));
+	assert_true(b->health.suppressed);
+	fixture_teardown(&f);
+
+	/* the same through the resync: down there since, at the address it had there */
+	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_moved, NULL);
+	assert_int_equal(hlb_pool_resync(f.pool, o.p), 0);
+	assert_true(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+	b = taker(&f, NULL);
+	assert_int_equal(hlb_pool_resync(f.pool, o.p), 1);
+	assert_false(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+	free(o.p);
 }
 
 /*
@@ -3431,6 +3477,7 @@ int main(void)
 		cmocka_unit_test(test_handover_carries_flap_damping),
 		cmocka_unit_test(test_handover_carries_up_only_assumed),
 		cmocka_unit_test(test_handover_seen_up_is_of_the_backends_the_old_one_had),
+		cmocka_unit_test(test_handover_health_is_of_the_address),
 		cmocka_unit_test(test_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_handover_carries_slow_start),
 		cmocka_unit_test(test_reload_switches_log_connections),
