@@ -167,9 +167,11 @@ bool hlb_proxy_lend_queue(struct hlb_proxy *p);
 int hlb_proxy_lent_fd(const struct hlb_proxy *p);
 /*
  * Once every worker answered: the clients lent, *<ret> (the caller's to free), the one with the
- * least time left first (the longest waiting); -EAGAIN before. Clears the eventfd.
+ * least time left first (the longest waiting), and how many were left in the queues, never
+ * lent, *<ret_not_lent> (past their deadline, or short of memory or descriptors); -EAGAIN
+ * before. Clears the eventfd.
  */
-ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret);
+ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret, size_t *ret_not_lent);
 /* Those of <lent> (<n>) not <refused> are the new process's: closed here without a word to the
  * client; the others go back to their queues, in their order, but for one whose stream the new
  * process read or wrote (it exited serving it): that one is reset, as serving it here would

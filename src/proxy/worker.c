@@ -1009,7 +1009,7 @@ static void *worker_main(void *arg)
 	w->gone = true;
 	for (struct cmd *cmd = w->cmd_head; cmd; cmd = cmd->next)
 		if (cmd->type == CMD_LEND) {
-			lent_answer(p, NULL, 0);
+			lent_answer(p, NULL, 0, 0);
 			cmd->type = CMD_DRAIN;
 		}
 	pthread_mutex_unlock(&w->cmd_lock);
@@ -1122,9 +1122,10 @@ void worker_failing_seen(struct worker *w)
 	}
 }
 
-/* Worker's answer to a CMD_LEND: <n> clients lent, <lent>; the last one wakes the control
- * thread. False if there was no memory to note them: then they are not lent. */
-bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n)
+/* Worker's answer to a CMD_LEND: <n> clients lent, <lent>, and <not_lent> left in its queue;
+ * the last one wakes the control thread. False if there was no memory to note them: then they
+ * are not lent either. */
+bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n, size_t not_lent)
 {
 	uint64_t one = 1;
 	bool last, noted = true;
@@ -1137,7 +1138,9 @@ bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n)
 		p->n_lent += n;
 	} else {
 		noted = false;
+		not_lent += n;
 	}
+	p->n_not_lent += not_lent;
 	last = ++p->lent_answers == p->n_workers;
 	pthread_mutex_unlock(&p->lent_lock);
 	if (last && write(p->lent_fd, &one, sizeof(one)) < 0) {
@@ -1159,7 +1162,7 @@ bool hlb_proxy_lend_queue(struct hlb_proxy *p)
 		struct cmd *cmd = calloc(1, sizeof(*cmd));
 
 		if (!cmd) {
-			lent_answer(p, NULL, 0);
+			lent_answer(p, NULL, 0, 0);
 			continue;
 		}
 		cmd->type = CMD_LEND;
@@ -1181,7 +1184,7 @@ static int lent_cmp(const void *a, const void *b)
 	return x->left_ms < y->left_ms ? -1 : x->left_ms > y->left_ms;
 }
 
-ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret)
+ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret, size_t *ret_not_lent)
 {
 	uint64_t v;
 	size_t n;
@@ -1196,6 +1199,8 @@ ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret)
 	}
 	n = p->n_lent;
 	*ret = p->lent;
+	*ret_not_lent = p->n_not_lent;
+	p->n_not_lent = 0;
 	p->lent = NULL;
 	p->n_lent = p->lent_cap = 0;
 	p->lent_answers = 0;
@@ -1366,7 +1371,7 @@ static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 		hlb_service_unref(cmd->svc);
 	}
 	if (cmd->type == CMD_LEND)
-		lent_answer(w->proxy, NULL, 0);
+		lent_answer(w->proxy, NULL, 0, 0);
 	free(cmd->fates);
 	free(cmd);
 }

@@ -536,6 +536,7 @@ struct hlb_proxy {
 	pthread_mutex_t lent_lock;
 	struct hlb_lent *lent;
 	size_t n_lent, lent_cap;
+	size_t n_not_lent; /* those left in the queues (lent_answer()) */
 	uint32_t lent_answers;
 	bool lending; /* control thread: asked, not taken yet */
 	uint32_t lend_gen; /* control thread: the last lending's generation */
@@ -664,7 +665,7 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end);
 void conn_idle_scan(struct worker *w);
 void conn_queue_run(struct worker *w);
 void conn_queue_lend(struct worker *w, uint32_t gen);
-bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n);
+bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n, size_t not_lent);
 void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t n);
 /* worker.c: <fd>'s bytes given to a reader (read, not counting a FIN) and taken from a writer
  * (written, the FIN counted) so far, in *<ret_read>, *<ret_written>; false if not known. */

@@ -195,6 +195,7 @@ struct hlb_daemon {
 	 * pidfd, opened as it asks (-1: none) */
 	struct hlb_lent *lent;
 	size_t n_lent;
+	size_t n_not_lent; /* of that lending, the clients left in the queues, never lent */
 	bool lent_watched, lent_sent;
 	/* the channel broke before the answer: lent_timer waits LENT_EXIT_MS for its exit, and
 	 * <lent_pidfd> is watched for it (lent_broken()) */
@@ -1965,10 +1966,12 @@ static void lent_done(struct hlb_daemon *d, bool all_back)
 		d->lent[i].refused |= all_back;
 		taken += !d->lent[i].refused;
 	}
-	if (d->n_lent)
-		hlb_log(taken < d->n_lent ? HLB_LOG_WARN : HLB_LOG_INFO,
-			"clients waiting in the queues handed over", "count=%zu kept=%zu", taken,
-			d->n_lent - taken);
+	/* not_lent: those left in the queues, never offered (past their deadline, short of
+	 * memory or descriptors), served here as the ones it refused (kept) */
+	if (d->n_lent || d->n_not_lent)
+		hlb_log(taken < d->n_lent || d->n_not_lent ? HLB_LOG_WARN : HLB_LOG_INFO,
+			"clients waiting in the queues handed over",
+			"count=%zu kept=%zu not_lent=%zu", taken, d->n_lent - taken, d->n_not_lent);
 	reset = hlb_proxy_lent_end(d->proxy, d->lent, d->n_lent);
 	if (reset)
 		hlb_log(HLB_LOG_WARN,
@@ -1976,7 +1979,7 @@ static void lent_done(struct hlb_daemon *d, bool all_back)
 			"count=%zu", reset);
 	free(d->lent);
 	d->lent = NULL;
-	d->n_lent = 0;
+	d->n_lent = d->n_not_lent = 0;
 	d->lent_sent = false;
 }
 
@@ -2043,7 +2046,7 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 	(void)fd;
 	(void)events;
 	(void)arg;
-	n = hlb_proxy_lent_take(d->proxy, &lent);
+	n = hlb_proxy_lent_take(d->proxy, &lent, &d->n_not_lent);
 	if (n == -EAGAIN)
 		return;
 	hlb_daemon_unwatch(d, hlb_proxy_lent_fd(d->proxy));

@@ -2509,7 +2509,8 @@ def queued_survive(workers, n):
         check(read_line(held) == "still", "the old process's own client goes on, its slot taken")
         check(served(queued, early=True) == n,
               "every queued client is served by the new process, its early bytes first")
-        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n} kept=0$') and
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          rf'count={n} kept=0 not_lent=0$') and
               lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
                           rf'count={n} left_there=0$'), "both say so")
     finally:
@@ -2545,7 +2546,8 @@ def queued_proxy_clients_keep_their_header():
         want = [(BACKENDS[0][0], f"PROXY TCP4 10.9.0.{i} 127.0.0.1 {1000 + i} 80")
                 for i in range(4)]
         check(got == want, f"each reaches the backend named as its header named it: {got}")
-        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=4 kept=0$'),
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          r'count=4 kept=0 not_lent=0$'),
               "handed over")
     finally:
         for s in queued + [held]:
@@ -2567,7 +2569,8 @@ def queued_clients_stay_when_the_new_process_refuses():
         m = re.search(r"handed over to pid (\d+)", out)
         new_pid = int(m.group(1)) if m else None
         check(rc == 0 and new_pid, f"upgraded ({rc}, {out!r}, {err!r})")
-        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=0 kept=400$'),
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          r'count=0 kept=400 not_lent=0$'),
               "the old one says it keeps them")
         held.close()  # the old process's slot frees: it serves its queue, one at a time
         check(served(queued, one_by_one=True) == 400, "the old process serves every one it kept")
@@ -2598,7 +2601,8 @@ def queued_clients_stay_the_new_ones_when_it_is_slow():
         new_pid = upgraded_to(lb)
         check(lb.wait_log(r'msg="the new hashlb did not answer for the clients lent to it" '
                           r'after_ms=5000 count=4 new_exited=false$', 30) and
-              lb.wait_log(r'msg="clients waiting in the queues handed over" count=4 kept=0$'),
+              lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          r'count=4 kept=0 not_lent=0$'),
               "the old one gives up waiting, and leaves them to the new one")
         held.close()  # the old process's slot frees: nothing of its queue is served there
         rc, out, err = lb.ctl("set", "-s", "t", BACKENDS[0][0], "max_connections", "0")
@@ -2683,7 +2687,8 @@ def queued_clients_of_an_answer_cut_short_are_served_once():
         check(lb.wait_log(r'msg="cannot answer the old hashlb for the clients it lent: its '
                           r'socket is given up" err=ENOMEM count=12 taken=0 limit_ms=10000$'),
               "the new one says it gives the channel up")
-        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=2 kept=10$'),
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          r'count=2 kept=10 not_lent=0$'),
               "the old one takes back the ten refused whole, leaves the rest to the new one")
         said = [l for l in lb.log if "did not answer for the clients lent" in l]
         check(not said, f"it knew at once, the channel closed, not at its timer: {said}")
@@ -2733,7 +2738,8 @@ def queued_clients_sending_while_lent_are_not_reset():
             t.start()
         check(wait_until(lambda: min(sent) >= 20, 10), f"the clients send: {sent}")
         new_pid = upgraded_to(lb)
-        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=0 kept=3$'),
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          r'count=0 kept=3 not_lent=0$'),
               "the old one says it keeps them")
         stop_sending.set()
         for t in senders:

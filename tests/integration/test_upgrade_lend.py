@@ -215,7 +215,8 @@ def all_taken_served(lb, queued):
     n = len(queued)
     check(lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
                       rf'count={n} left_there=0$', 30) and
-          lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n} kept=0$'),
+          lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                      rf'count={n} kept=0 not_lent=0$'),
           f"the new one takes all {n}: "
           f"{[l for l in lb.log if 'taken over' in l or 'handed over' in l]}")
     check_outcomes(outcomes(queued), ["served"] * n, "each served through the new process")
@@ -249,7 +250,8 @@ def queued_clients_by_the_thousand_served_once():
     try:
         check(wait_until_queued(lb, n), f"{n} clients wait in its queue: {queued_count(lb)}")
         new_pid = upgraded(lb, uncapped)
-        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n} kept=0$',
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          rf'count={n} kept=0 not_lent=0$',
                           30) and
               lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
                           rf'count={n} left_there=0$', 30), "all handed over, both say so")
@@ -287,7 +289,7 @@ def queued_clients_lent_to_a_new_process_that_stops_reading():
         print(f"    {said}")
         check(0 < sent < n and f" count={n} " in said, f"some went, not all: {said}")
         check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
-                          rf'count={sent} kept={n - sent}$'),
+                          rf'count={sent} kept={n - sent} not_lent=0$'),
               "the old one keeps those that did not go")
         fake.release()
         res = fake.result()
@@ -320,7 +322,7 @@ def queued_clients_of_a_new_process_cutting_its_answer_short():
     lb, fake, held, queued, new_pid = fake_run("cut", "cut", n)
     try:
         check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n - 2} '
-                          r'kept=2$', 30), "the old one keeps the two refused whole")
+                          r'kept=2 not_lent=0$', 30), "the old one keeps the two refused whole")
         check(not [l for l in lb.log if "did not answer for the clients lent" in l],
               "it knew as the channel closed, not at its timer")
         fake.release()
@@ -343,7 +345,8 @@ def queued_clients_of_a_new_process_exiting_mid_answer():
     n = 40
     lb, fake, held, queued, new_pid = fake_run("exit", "exit", n)
     try:
-        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count=0 kept={n}$',
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          rf'count=0 kept={n} not_lent=0$',
                           30), "the old one takes them all back")
         held.close()
         got = outcomes(queued)
@@ -416,9 +419,11 @@ def queued_clients_lent_twice_served_once():
     n = 40
     lb, fake, held, queued, new_pid = fake_run("again", "again", n)
     try:
-        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count=0 kept={n}$',
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          rf'count=0 kept={n} not_lent=0$',
                           30) and
-              lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n} kept=0$',
+              lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          rf'count={n} kept=0 not_lent=0$',
                           30), "the old one takes them back, then hands them over")
         res = fake.result()
         check(res["lines"] == n and len(res["served"]) == n,
@@ -539,10 +544,11 @@ def queued_clients_lent_short_of_memory():
           f"conn_queue_lend(): {growth}")
     said = [l for l in lb.log if "clients waiting in the queues handed over" in l]
     print(f"    {said}")
-    m = re.search(r" count=(\d+) kept=0$", said[-1]) if said else None
-    sent = int(m.group(1)) if m else 0
-    # "kept" counts those lent and refused: the ones never lent are not in the line
+    m = re.search(r" count=(\d+) kept=0 not_lent=(\d+)$", said[-1]) if said else None
+    sent, left = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    # "kept" counts those lent and refused, "not_lent" those never lent, left in the queue
     check(0 < sent < len(queued), f"some lent before the memory ran out, all taken: {said}")
+    check(sent + left == len(queued), f"the line counts each queued client once: {said}")
     check(lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
                       rf'count={sent} left_there=0$', 30), f"the new one took the {sent} lent")
     check_outcomes(got, ["served"] * len(queued), "each served once")
@@ -558,6 +564,9 @@ def queued_clients_not_noted_short_of_memory():
           f"for 100), in lent_answer(): {growth}")
     check(not [l for l in lb.log if "taken over" in l and "clients" in l],
           f"none lent: {[l for l in lb.log if 'handed over' in l or 'taken over' in l]}")
+    check(lb.wait_log(r'level=warn msg="clients waiting in the queues handed over" count=0 '
+                      rf'kept=0 not_lent={len(queued)}$'),
+          "the old one says it kept them all, never lent")
     check_outcomes(got, ["served"] * len(queued), "each served once, by the old one")
 
 
