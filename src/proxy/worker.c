@@ -1691,11 +1691,28 @@ void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l)
 }
 
 /*
+ * A client hlb_proxy_adopt() handed to worker <w>, which failed or exited before it read it
+ * (<cmd>): to the next worker that runs, its slot and its count among those adopting kept.
+ * The new process had said it taken, and the old one closed its copy: reset here, it was lost.
+ * False if no worker runs (the caller resets it).
+ */
+static bool adopt_pass_on(struct worker *w, struct cmd *cmd)
+{
+	struct hlb_proxy *p = w->proxy;
+
+	for (uint32_t k = 1; k < p->n_workers; k++)
+		if (worker_try_push(&p->workers[(w->id + k) % p->n_workers], cmd))
+			return true;
+	return false;
+}
+
+/*
  * The listeners of worker <w>, which has exited, or failed (worker_fail():
  * shut down but kept open), closed and their references dropped; so are those
- * of the commands it did not read.
+ * of the commands it did not read, but for its clients to adopt, passed on
+ * to another worker while one runs (adopt_pass_on()) if <pass_on>.
  */
-static void worker_listeners_free(struct worker *w)
+static void worker_listeners_free(struct worker *w, bool pass_on)
 {
 	struct cmd *cmd, *next;
 
@@ -1705,6 +1722,8 @@ static void worker_listeners_free(struct worker *w)
 	}
 	for (cmd = cmd_take_all(w); cmd; cmd = next) {
 		next = cmd->next;
+		if (pass_on && cmd->type == CMD_ADOPT && adopt_pass_on(w, cmd))
+			continue;
 		cmd_free_unread(w, cmd);
 	}
 }
@@ -1713,7 +1732,7 @@ void hlb_proxy_close_failed(struct hlb_proxy *p)
 {
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		if (atomic_load_explicit(&p->workers[i].failed_done, memory_order_acquire))
-			worker_listeners_free(&p->workers[i]);
+			worker_listeners_free(&p->workers[i], true);
 }
 
 void hlb_proxy_free(struct hlb_proxy *p)
@@ -1727,7 +1746,7 @@ void hlb_proxy_free(struct hlb_proxy *p)
 
 		if (w->started)
 			pthread_join(w->thread, NULL);
-		worker_listeners_free(w);
+		worker_listeners_free(w, false); /* all are gone */
 		if (w->wake_fd >= 0)
 			close(w->wake_fd);
 		pthread_mutex_destroy(&w->cmd_lock);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +48,61 @@ static void test_adopt_on_a_failed_worker_refuses(void **state)
 	p->workers[0].failed = false;
 	hlb_service_unref(svc);
 	hlb_proxy_free(p);
+}
+
+/* Whether the client at the other end of <peer> is still connected: neither closed nor reset. */
+static bool still_connected(int peer)
+{
+	char c;
+
+	return recv(peer, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN;
+}
+
+/*
+ * A client handed to a worker that fails before it reads it (hlb_proxy_adopt() said it
+ * taken: the old process closed its copy): served by another worker, its slot kept. It was
+ * reset as the failed worker's commands were dropped, though a worker still ran. With no
+ * worker left to run it, it is reset, its slot given back.
+ */
+static void test_adopt_queued_to_a_worker_that_fails_moves_on(void **state)
+{
+	for (uint32_t n = 2; n >= 1; n--) {
+		struct hlb_proxy_opts opts = { .n_workers = n };
+		struct hashlb_error err = { 0 };
+		struct hlb_service *svc;
+		struct hlb_proxy *p;
+		struct worker *to;
+		int sv[2];
+
+		(void)state;
+		assert_int_equal(hlb_proxy_new(&opts, NULL, &p, &err), 0);
+		assert_int_equal(hlb_service_new("web", 1, &svc), 0);
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		assert_true(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
+		/* its worker fails before it reads its commands */
+		p->workers[0].failed = true;
+		atomic_store(&p->workers[0].failed_done, true);
+		hlb_proxy_close_failed(p);
+
+		assert_null(p->workers[0].cmd_head);
+		if (n == 2) {
+			to = &p->workers[1];
+			assert_non_null(to->cmd_head);
+			assert_int_equal(to->cmd_head->type, CMD_ADOPT);
+			assert_int_equal(to->cmd_head->fd, sv[1]);
+			assert_true(still_connected(sv[0]));
+			assert_int_equal(atomic_load(&svc->active), 1);
+			assert_int_equal(hlb_proxy_connections_adopting(p), 1);
+		} else {
+			assert_false(still_connected(sv[0]));
+			assert_int_equal(atomic_load(&svc->active), 0);
+			assert_int_equal(hlb_proxy_connections_adopting(p), 0);
+		}
+		close(sv[0]);
+		p->workers[0].failed = false;
+		hlb_service_unref(svc);
+		hlb_proxy_free(p); /* resets the one passed on, unread */
+	}
 }
 
 /*
@@ -95,6 +151,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_adopt_on_a_failed_worker_refuses),
+		cmocka_unit_test(test_adopt_queued_to_a_worker_that_fails_moves_on),
 		cmocka_unit_test(test_cap_counts_clients_being_adopted),
 	};
 
