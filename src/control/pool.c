@@ -2351,7 +2351,8 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 			const struct hlb_pool_backend *b = s->backends[j];
 			uint32_t max = atomic_load(&b->rt->max_conns);
 			double pen = hlb_health_penalty(&b->health, &s->hp, now);
-			char ramp[24] = "-", addr[HASHLB_ADDR_STRLEN];
+			char ramp[24] = "-", addr[HASHLB_ADDR_STRLEN], hold[48] = "-";
+			bool holds = hlb_pool_backend_passive_only(b) && b->health.holds;
 			bool assumed = b->health.up && b->health.assumed;
 
 			if (hashlb_addr_is_name(b->rt->address) && !strchr(b->rt->name, '@')) {
@@ -2365,8 +2366,14 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 				hlb_buf_printf(o, HLB_HANDOVER_SEEN, s->cfg->name, b->rt->name,
 					       b->rt->address);
 			if (!backend_set_at_run_time(b) && b->health.up &&
-			    pen < HANDOVER_PENALTY_MIN && !b->ramp_start_ms)
+			    pen < HANDOVER_PENALTY_MIN && !b->ramp_start_ms && !holds)
 				continue;
+			if (holds)
+				snprintf(hold, sizeof(hold), "%" PRIu64 "/%" PRIu32 "/%" PRIu32,
+					 b->health.hold_until_ms > now
+						 ? b->health.hold_until_ms - now
+						 : 0,
+					 b->health.hold_ms, b->health.holds);
 			if (b->ramp_start_ms)
 				snprintf(ramp, sizeof(ramp), "%" PRIu64,
 					 now > b->ramp_start_ms ? now - b->ramp_start_ms : 0);
@@ -2378,7 +2385,7 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 				       : assumed     ? "assumed"
 						     : "up",
 				       pen, b->health.suppressed ? "yes" : "no", ramp,
-				       b->rt->address);
+				       b->rt->address, hold);
 		}
 	}
 }
@@ -2400,6 +2407,10 @@ struct handover {
 	bool held; /* the penalty held it down */
 	bool ramping; /* in slow start there, ramp_ms into it; false from a process that sent none */
 	uint64_t ramp_ms;
+	/* passive-only health there: <holds> in a row, the last <hold_ms> long, <hold_left_ms> of
+	 * it left (0: up on trial); holds 0 if none, or from a process that sent none */
+	uint64_t hold_left_ms;
+	uint32_t hold_ms, holds;
 };
 
 static int handover_cmp(const void *x, const void *y)
@@ -2484,7 +2495,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		char addr[320]; /* an address as written: HASHLB_HOST_MAX and a port */
 		/* each line on its own: sscanf() measures its whole input first, and
 		 * the text holds a line per backend (20,000 down: 1.5 MB, 1 s) */
-		char line[2 * HASHLB_NAME_MAX + sizeof(addr) + 256], held[4] = "";
+		char line[2 * HASHLB_NAME_MAX + sizeof(addr) + 320], held[4] = "";
 		const char *end = strchr(l, '\n'), *pf;
 		size_t len = end ? (size_t)(end - l) : strlen(l);
 		struct handover h = { 0 };
@@ -2529,6 +2540,11 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		/* the slow start, after those (none, or "-": not ramping, or an older one) */
 		pf = strstr(line, " ramp=");
 		h.ramping = pf && sscanf(pf, " ramp=%" SCNu64, &h.ramp_ms) == 1;
+		/* a passive-only hold, after those (none, or "-": none, or an older one) */
+		pf = strstr(line, " hold=");
+		if (!pf || sscanf(pf, " hold=%" SCNu64 "/%" SCNu32 "/%" SCNu32, &h.hold_left_ms,
+				  &h.hold_ms, &h.holds) != 3)
+			h.holds = 0;
 		/* the address, after those (none: an older one) */
 		pf = strstr(line, " addr=");
 		if (pf && sscanf(pf, " addr=%319s", addr) == 1 && !(h.address = strdup(addr)))
@@ -2554,6 +2570,30 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 }
 
 /*
+ * The passive-only hold of backend <b> there (<h>, holds in it), carried on where passive-only
+ * health applies here too: held down for what is left of it (at most the longest hold of this
+ * config), else up on trial, the next hold as long as it would have been there. Said in
+ * <what>.
+ */
+static void handover_passive_hold(struct hlb_pool_backend *b, const struct handover *h, char *what)
+{
+	uint32_t max = b->svc->hp.passive_hold_ms * HLB_PASSIVE_HOLD_GROWTH;
+	uint64_t now = hlb_now_ms();
+
+	if (h->down && h->hold_left_ms) {
+		hlb_health_init(&b->health, false, now);
+		b->health.hold_until_ms = now + (h->hold_left_ms < max ? h->hold_left_ms : max);
+		atomic_store(&b->rt->healthy, false);
+		strcat(what, ",down");
+	} else {
+		b->health.trial = true; /* up only assumed, as at a hold's end */
+	}
+	b->health.hold_ms = h->hold_ms < max ? h->hold_ms : max;
+	b->health.holds = h->holds;
+	strcat(what, ",passive_hold");
+}
+
+/*
  * What the hashlb this one replaces had set at run time for backend <b> of
  * service <svc> (its HLB_HANDOVER_LINE, parsed), carried on where this
  * config leaves that setting as the old one's config had it: the rule of a
@@ -2564,10 +2604,11 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 	char qn[POOL_NAME_QUOTED];
 	struct hlb_pool *p = b->svc->pool;
 	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
-	char ramp[32] = "", what[64] = ""; /* what[]: the settings carried, ",a,b" */
-	bool here;
+	char ramp[32] = "", what[80] = ""; /* what[]: the settings carried, ",a,b" */
+	bool here, passive;
 
 	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
+	passive = hlb_pool_backend_passive_only(b);
 	/* seen up there: its next down is a flap (not logged: most backends are) */
 	if (handover_seen_up(p, b, svc, h))
 		b->health.assumed = false;
@@ -2596,13 +2637,21 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->carried_down = true;
 		strcat(what, ",down");
 	}
-	if (h->penalty > 0 && here && hlb_pool_backend_checked(b)) {
+	if (here && passive && h->holds)
+		handover_passive_hold(b, h, what);
+	if (h->penalty > 0 && here && (hlb_pool_backend_checked(b) || passive)) {
 		/* its flapping goes on counting: one held down stays so until the penalty
 		 * decays, as it would have in the old one, not up after <rise> checks */
 		b->health.penalty = h->penalty;
 		b->health.penalty_ms = hlb_now_ms();
+		if (passive && h->held && b->health.up) {
+			/* held for flapping alone, its hold over: raw up, out until it decays */
+			b->health.up = false;
+			atomic_store(&b->rt->healthy, false);
+		}
 		b->health.suppressed = h->held && !b->health.up;
-		b->health.assumed = false; /* it flapped there: seen up, its next down is a flap */
+		/* it flapped there: seen up, its next down is a flap (on trial: no flap) */
+		b->health.assumed = b->health.trial;
 		strcat(what, ",flap_damping");
 	}
 	if (h->ramping && here && b->health.up) {

@@ -44,10 +44,13 @@
  * where it has the backend at that address: at another one it is another endpoint, and starts
  * as a backend the config moved does at a reload. A process of before the damping's, the
  * ramp's or the address's fields ignores them; one that sends no address is taken at its word
- * whatever the address here. */
+ * whatever the address here. Last, a passive-only backend's hold (health.passive_hold, checks
+ * off): "LEFT/HOLD/HOLDS", the ms left of the hold it is in (0: over, up on trial), the hold's
+ * length and the holds in a row, or "-" if none; a new process where passive-only health still
+ * applies goes on with it. */
 #define HLB_HANDOVER_LINE                                                                  \
 	"set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s penalty=%.3f " \
-	"held=%s ramp=%s addr=%s\n"
+	"held=%s ramp=%s addr=%s hold=%s\n"
 
 /* With them, one per backend written with a host name: service, backend, its address as
  * written and the address it connects to. The new process keeps a backend there while its

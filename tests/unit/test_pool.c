@@ -1953,7 +1953,7 @@ static void test_handover_health_is_of_the_address(void **state)
 	flap_until_held(hlb_pool_backend_find(old.svc, "b1"));
 	hlb_pool_handover(old.pool, &o);
 	assert_non_null(o.p);
-	assert_non_null(strstr(o.p, " held=yes ramp=- addr=127.0.0.1:9\n"));
+	assert_non_null(strstr(o.p, " held=yes ramp=- addr=127.0.0.1:9 hold=-\n"));
 	fixture_teardown(&old);
 
 	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_moved, o.p);
@@ -2532,6 +2532,81 @@ static void test_passive_only_holds_a_failing_backend(void **state)
 	fixture_teardown(&f);
 }
 
+/* The new config: passive-only health, a hold of 200 ms. */
+static void passive_hold_200(struct hashlb_config *c)
+{
+	c->services[0].health.passive_hold_ms = 200;
+}
+
+/* The handover of an old process, passive-only (hold <hold_ms>), whose b1 failed <fall> times:
+ * held, and if <trial>, then up on trial once its hold was over. */
+static char *handover_passive_held(uint32_t hold_ms, bool trial)
+{
+	struct log_lines l = { 0 };
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture old;
+
+	passive_only_pool(&old, 3, hold_ms, &l);
+	b = hlb_pool_backend_find(old.svc, "b1");
+	forwarder_fails(&old, b, 3);
+	loop_until_health(&old, b, false);
+	if (trial)
+		loop_until_health(&old, b, true);
+	hlb_pool_handover(old.pool, &o);
+	assert_non_null(o.p);
+	fixture_teardown(&old);
+	return o.p;
+}
+
+/*
+ * Passive-only health at an upgrade in place: a backend held by its failed connects stays held
+ * in the new process for what is left of its hold, and one up on trial stays on trial, its next
+ * hold twice the last. Before, the new process started it up, its holds forgotten: a backend
+ * whose process was gone took clients again at once, each paying a failed connect, until
+ * <fall> of them held it again, for the first hold's length.
+ */
+static void test_handover_carries_passive_hold(void **state)
+{
+	char *ho = handover_passive_held(60000, false);
+	struct hlb_pool_backend *b;
+	struct fixture f;
+	uint64_t now;
+
+	(void)state;
+	assert_non_null(strstr(ho, "set web b1 "));
+	assert_non_null(strstr(ho, " health=down "));
+	b = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_200, ho);
+	now = hlb_now_ms();
+	assert_false(hlb_pool_backend_up(b));
+	assert_false(atomic_load(&b->rt->healthy));
+	assert_true(b->health.hold_until_ms > now);
+	/* at most this config's longest hold: 8 x 200 ms, not the old config's minute */
+	assert_true(b->health.hold_until_ms <= now + 200 * HLB_PASSIVE_HOLD_GROWTH);
+	assert_int_equal(b->health.holds, 1);
+	loop_until_health(&f, b, true); /* the hold over: up on trial */
+	assert_true(b->health.trial);
+	fixture_teardown(&f);
+	free(ho);
+
+	/* on trial there: one failed connect holds it again, for twice the last hold */
+	ho = handover_passive_held(200, true);
+	b = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_200, ho);
+	assert_true(hlb_pool_backend_up(b));
+	assert_true(b->health.trial);
+	forwarder_fails(&f, b, 1);
+	loop_until_health(&f, b, false);
+	assert_int_equal(b->health.hold_ms, 400);
+	fixture_teardown(&f);
+
+	/* where checks decide in the new config, the hold is none of theirs */
+	b = taker(&f, ho);
+	assert_true(hlb_pool_backend_up(b));
+	assert_false(b->health.trial);
+	fixture_teardown(&f);
+	free(ho);
+}
+
 /*
  * A reload keeps a hold that its config keeps (passive-only health still on: the backend is
  * no more up than before), and one that turns passive off ends it: the backend is up, and
@@ -2688,6 +2763,39 @@ static void test_passive_only_flapping_backend_comes_back(void **state)
 	assert_false(b->health.suppressed);
 	assert_non_null(strstr(l.text[l.n - 1], "msg=\"backend up\" service=web backend=b1"));
 	fixture_teardown(&f);
+}
+
+/*
+ * Passive-only health, a backend held down for flapping, its hold over, then an upgrade in
+ * place: it stays out in the new process until its penalty decays. Before, the new process
+ * started it up, its flapping forgotten, and it took clients again at once.
+ */
+static void test_handover_carries_passive_flap_damping(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+	struct fixture old, f;
+
+	(void)state;
+	b = held_for_flapping(&old, &l, 0);
+	loop_for(&old, 200); /* its hold of 100 ms over: held for flapping alone */
+	assert_false(b->health.up);
+	assert_true(b->health.raw_up);
+	hlb_pool_handover(old.pool, &o);
+	assert_non_null(o.p);
+	assert_non_null(strstr(o.p, " held=yes "));
+	fixture_teardown(&old);
+
+	b = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_200, o.p);
+	assert_false(hlb_pool_backend_up(b));
+	assert_false(atomic_load(&b->rt->healthy));
+	assert_true(b->health.suppressed);
+	assert_true(hlb_health_penalty(&b->health, &f.svc->hp, hlb_now_ms()) >= HLB_FLAP_REUSE);
+	loop_for(&f, 300); /* past the hold of this config: still out, its penalty decaying */
+	assert_false(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+	free(o.p);
 }
 
 /*
@@ -3478,6 +3586,8 @@ int main(void)
 		cmocka_unit_test(test_handover_carries_up_only_assumed),
 		cmocka_unit_test(test_handover_seen_up_is_of_the_backends_the_old_one_had),
 		cmocka_unit_test(test_handover_health_is_of_the_address),
+		cmocka_unit_test(test_handover_carries_passive_hold),
+		cmocka_unit_test(test_handover_carries_passive_flap_damping),
 		cmocka_unit_test(test_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_handover_carries_slow_start),
 		cmocka_unit_test(test_reload_switches_log_connections),
