@@ -168,9 +168,10 @@ struct hlb_daemon {
 	char parent_in[512]; /* its answer being read, or a line of HLB_FDPASS_QUEUED */
 	size_t parent_len;
 	/* the descriptors that came with its HLB_FDPASS_QUEUED lines, not read yet, in order:
-	 * parent_fds[parent_fds_head, n_parent_fds); <lost>: one could not be kept (no memory,
-	 * the fd limit: MSG_CTRUNC), so which line each belongs to is not known: every line is
-	 * refused until HLB_FDPASS_QUEUED_END */
+	 * parent_fds[parent_fds_head, n_parent_fds), -1 for one the kernel could not give this
+	 * process (the fd limit: MSG_CTRUNC), its line refused; <lost>: one could not be kept
+	 * (no memory), so which line each belongs to is not known: every line is refused until
+	 * HLB_FDPASS_QUEUED_END */
 	int *parent_fds;
 	size_t parent_fds_head, n_parent_fds, parent_fds_cap;
 	bool parent_fds_lost;
@@ -1525,7 +1526,8 @@ static void queued_reset(struct hlb_daemon *d)
 	d->taken_bits = NULL;
 	d->taken_words = 0;
 	while (d->n_parent_fds > d->parent_fds_head)
-		close(d->parent_fds[--d->n_parent_fds]);
+		if (d->parent_fds[--d->n_parent_fds] >= 0)
+			close(d->parent_fds[d->n_parent_fds]);
 	d->n_parent_fds = d->parent_fds_head = 0;
 	d->adopted = d->queued_seen = 0;
 	d->parent_fds_lost = false;
@@ -1603,7 +1605,12 @@ static void old_ask_timeout(struct hlb_daemon *d, void *arg)
 /*
  * line_read() on the socket to the old process, whose lines may come with descriptors
  * (HLB_FDPASS_QUEUED): those are put behind d->parent_fds, in order. One that cannot be kept
- * (no memory) is closed, and every line after is refused (d->parent_fds_lost).
+ * (no memory) is closed, and every line after is refused (d->parent_fds_lost). A batch the
+ * kernel cut short (MSG_CTRUNC: this process at its fd limit; it closed the rest) gave the
+ * first of its descriptors: the rest of its HLB_FDPASS_PER_MSG are noted -1, so that their
+ * lines are refused, the old process keeping their clients, and the lines of the next batches
+ * take their own (before, every line after was refused). Past the last line, as the last
+ * batch may be shorter, a -1 is never read.
  */
 static int parent_line_read(struct hlb_daemon *d, int fd)
 {
@@ -1618,6 +1625,7 @@ static int parent_line_read(struct hlb_daemon *d, int fd)
 			      .msg_control = ctl.buf,
 			      .msg_controllen = sizeof(ctl.buf) };
 	ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	size_t came = 0;
 
 	for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm;
 	     cm = CMSG_NXTHDR(&msg, cm)) {
@@ -1627,6 +1635,7 @@ static int parent_line_read(struct hlb_daemon *d, int fd)
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
 		memcpy(got, CMSG_DATA(cm), k * sizeof(int));
+		came += k;
 		if (d->n_parent_fds + k > d->parent_fds_cap && d->parent_fds_head) {
 			/* those read are dropped when room is wanted: few are unread then (a
 			 * batch arrives with the first of its lines, read as they come) */
@@ -1646,8 +1655,21 @@ static int parent_line_read(struct hlb_daemon *d, int fd)
 			}
 		}
 	}
-	if (n > 0 && (msg.msg_flags & MSG_CTRUNC))
+	if (n > 0 && (msg.msg_flags & MSG_CTRUNC) && came < HLB_FDPASS_PER_MSG) {
+		size_t cut = HLB_FDPASS_PER_MSG - came;
+
+		hlb_log(HLB_LOG_WARN,
+			"clients of the old hashlb's queues refused: no descriptor left for them",
+			"at_most=%zu got=%zu", cut, came);
+		if (hlb_grow((void **)&d->parent_fds, &d->parent_fds_cap, d->n_parent_fds + cut,
+			     sizeof(*d->parent_fds), 256) < 0)
+			d->parent_fds_lost = true;
+		else
+			while (cut--)
+				d->parent_fds[d->n_parent_fds++] = -1;
+	} else if (n > 0 && (msg.msg_flags & MSG_CTRUNC)) {
 		d->parent_fds_lost = true;
+	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
 	if (n <= 0)

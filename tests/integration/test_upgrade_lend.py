@@ -570,8 +570,40 @@ def queued_clients_not_noted_short_of_memory():
     check_outcomes(got, ["served"] * len(queued), "each served once, by the old one")
 
 
+def queued_clients_cut_short_by_the_fd_limit():
+    """The new process at its fd limit as the old one lends it 300 queued clients: the kernel
+    gives it 240 of the first 250 descriptors (fds_cut.c cuts that message as the kernel does,
+    MSG_CTRUNC). The ten without one are refused, the old one keeping them, and the next
+    batch's 50 are taken: before, every client after the cut was refused. Each is served once,
+    none reset."""
+    n = 300
+    port = pick_port()
+    env = shim_env("fds_cut", HLB_TEST_FDS_CUT_MIN="200", HLB_TEST_FDS_CUT="10")
+    lb = Lb(head(workers=1) + service("c", port), fname="fdscut.yaml", env=env)
+    held, queued = queue_up(lb, ("127.0.0.1", port), n)
+    new_pid = None
+    try:
+        check(wait_until_queued(lb, n), f"{n} clients wait: {queued_count(lb)}")
+        new_pid = upgraded(lb, uncapped)
+        check(lb.wait_log(r'level=warn msg="clients of the old hashlb.s queues refused: no '
+                          r'descriptor left for them" at_most=10 got=240$', 30),
+              "the new one says it was cut short")
+        check(lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
+                          rf'count={n - 10} left_there=10$', 30) and
+              lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          rf'count={n - 10} kept=10 not_lent=0$'),
+              f"all but the ten taken: {[l for l in lb.log if 'over' in l and 'count=' in l]}")
+        held.close()  # the old process's slot frees: it serves the ten it kept
+        check_outcomes(outcomes(queued), ["served"] * n, "each served once")
+        check(not [l for l in lb.log if "reset: it read or wrote them" in l], "none reset")
+        check(exits_0(lb), "the old process exits 0")
+    finally:
+        cleanup(queued + [held], new_pid)
+
+
 try:
     run_tests([queued_clients_keep_their_queue_wait,
+               queued_clients_cut_short_by_the_fd_limit,
                queued_clients_lent_short_of_memory,
                queued_clients_not_noted_short_of_memory,
                queued_clients_taken_up_to_each_service_cap,
