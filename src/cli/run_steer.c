@@ -1620,6 +1620,18 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 }
 
 /*
+ * What a drain whose entries are all closing saw end: a closing entry is a flow whose
+ * client's FIN or RST went by it, or a half-open one, which only a SYN has used (a connect
+ * no backend answered). Neither the program's counters nor the entry tell the two apart
+ * (its half-open bit is relative to the flow's hash, which the loader cannot compute from
+ * the entry): the line names both. Before, it named the FIN or RST alone, though a stop
+ * whose last entry left was an unanswered connect's logged it too.
+ */
+#define DRAIN_ENDED                                                                     \
+	"every flow has ended (its client's FIN or RST) or never opened (a connect no " \
+	"backend answered: its SYN alone)"
+
+/*
  * Every DRAIN_POLL_MS: a drain whose service's entries in the program (its
  * table's, of its VIPs: hashlb_steer_flows_open()) are all closing (their
  * client sent FIN or RST), or open but every one unused for the service's
@@ -1671,9 +1683,11 @@ static void drain_poll(struct hlb_daemon *d, void *arg)
 		hlb_log(HLB_LOG_INFO, "kernel steering drained",
 			"service=%s %s drain_ms=%llu idle_flows=%u reason=\"%s\"", e->name,
 			iface_kv(e, qi), (unsigned long long)(now - e->drain_start), f->open,
-			f->open ? "every flow has ended (its client's FIN or RST) or gone unused for "
-				  "timeouts.idle (a connect no backend answered, a client gone)"
-				: "every flow has ended (its client's FIN or RST)");
+			f->open ? DRAIN_ENDED
+				" or gone unused for timeouts.idle (a client gone; in "
+				"an older hashlb's program, a connect no backend "
+				"answered too)"
+				: DRAIN_ENDED);
 		drain_end(rs, e);
 	}
 }

@@ -2197,6 +2197,10 @@ def stop_shared(topo, servers):
         check(drained is not None and "idle_flows=0 " in drained,
               f"stop_shared: api's drain did not end before its deadline with its one SYN "
               f"unanswered, half-open, not open: {drained or d.lines[d.pos - 5:]}")
+        # its last entry an unanswered connect's, no FIN's or RST's: the reason says so
+        check(drained is not None and "never opened (a connect no backend answered" in drained,
+              f"stop_shared: api's drained line does not name the unanswered connect among "
+              f"the flows that ended: {drained}")
         detached = d.wait_log('msg="kernel steering detached" service=api', 5)
         check(detached is not None, f"stop_shared: api's drain did not end: "
               f"{d.lines[d.pos - 5:]}")
