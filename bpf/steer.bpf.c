@@ -440,6 +440,9 @@ static __always_inline struct hlb_steer_backend *kept_backend(__u64 e)
 	return NULL;
 }
 
+/* An insert's "age" of an empty way: older than any entry's (16 bits, and a head). */
+#define CT_WAY_EMPTY 0x20000u
+
 #define TCP_F_FIN 0x01
 #define TCP_F_SYN 0x02
 #define TCP_F_RST 0x04
@@ -855,7 +858,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	 * another flow of the set), else an empty one, else the one seen
 	 * longest ago (ages wrap at 16 bits: the loader clamps those idle
 	 * longer than HASHLB_STEER_CT_AGE_MAX, hashlb_steer_ct_age(), so that
-	 * none idle for a whole wrap looks young).
+	 * none idle for a whole wrap looks young), an entry marked closing
+	 * (half-open: a SYN alone, or its client's FIN or RST gone by) aged
+	 * HLB_STEER_CT_CLOSING_HEAD ticks more: a SYN flood's entries go before
+	 * the busy flows of their set, not after.
 	 */
 	int evicted = 0;
 
@@ -865,18 +871,22 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		way = 0;
 #pragma unroll
 		for (w = 0; w < HLB_STEER_CT_WAYS; w++) {
-			if (b->way[w] == 0) {
+			__u64 we = b->way[w];
+
+			if (we == 0) {
 				way = w;
-				oldest = 0x10000;
+				oldest = CT_WAY_EMPTY;
 				break;
 			}
 			age = (now - b->seen[w]) & 0xffff;
+			if (we & HLB_STEER_CT_CLOSING)
+				age += HLB_STEER_CT_CLOSING_HEAD;
 			if (w == 0 || age > oldest) {
 				oldest = age;
 				way = w;
 			}
 		}
-		evicted = oldest != 0x10000;
+		evicted = oldest != CT_WAY_EMPTY;
 	}
 	if (way < HLB_STEER_CT_WAYS) {
 		/* One aligned 64-bit store: readers see the old entry or this. */

@@ -272,7 +272,8 @@ struct hlb_steer_flow_key {
  * 0 is an empty way (incarnations start at 1). seen[w] is the coarse time
  * (jiffies >> HLB_STEER_CT_TICK_SHIFT, 16 bits, wrapping) way w was last
  * used: an insert takes the way with the flow's tag and vip, else an empty one, else
- * the one seen longest ago. ext holds, in its bits 5w..5w+4, bits 26..30 of
+ * the one seen longest ago (a closing one HLB_STEER_CT_CLOSING_HEAD ticks older
+ * than it is). ext holds, in its bits 5w..5w+4, bits 26..30 of
  * the hash of way w's flow (in neither the bucket index, at most 2^26
  * buckets, nor the tag): read only by a SYN whose entry names a backend that
  * takes no new flow, to tell a reused tuple from a tag matched by chance.
@@ -285,9 +286,9 @@ struct hlb_steer_flow_key {
  * FIN or RST (its ACK of the handshake) clears both: a connect no backend
  * answered is no open flow, so a drain ends once it has gone unused as a
  * closed flow does, not after timeouts.idle. Either way it is still forwarded
- * by, and evicted like, any other. Programs whose hlb_stats2 has ct_closing
- * mark entries closing; in an older one's, bit 32 is part of the tag. A
- * program from before half-open had its tag in bits 63..33, bit 33 the hash's:
+ * by, like any other, and evicted like one HLB_STEER_CT_CLOSING_HEAD ticks
+ * older. Programs whose hlb_stats2 has ct_closing mark entries closing; in an
+ * older one's, bit 32 is part of the tag. A program from before half-open had its tag in bits 63..33, bit 33 the hash's:
  * so an entry not half-open keeps it, and the two read each other's open and
  * closing entries alike (a program grown from the other's keeps its
  * conntrack map, hashlb_steer_grow(): an upgrade, or a rollback). An older
@@ -298,6 +299,18 @@ struct hlb_steer_flow_key {
  * ones among them.
  */
 #define HLB_STEER_CT_WAYS 6
+/*
+ * An insert into a full set takes the way seen longest ago, an entry marked
+ * closing counted this many ticks older than it is (16: 4 s at HZ=1000, 16 s at
+ * HZ=250): a connect's half-open entry, which a SYN flood makes one a packet,
+ * goes before the set's open flows used in that time, so a flood evicts its own
+ * entries first. The entry cannot say whether it is half-open (its bit 33 is
+ * relative to the flow's hash) or closed by its client's FIN or RST: both get
+ * the head. A head, not a rank: a flow half-closed by its client and still
+ * ACKing its server's data (used this tick) keeps its entry over an open one
+ * idle for longer than the head, most likely a client gone.
+ */
+#define HLB_STEER_CT_CLOSING_HEAD 16
 #define HLB_STEER_CT_TICK_SHIFT 8 /* 256 jiffies: ~1 s at HZ=250 */
 #define HLB_STEER_CT_TAG_SHIFT 34
 #define HLB_STEER_CT_HALF_OPEN (1ULL << 33)

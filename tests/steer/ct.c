@@ -4,7 +4,8 @@
  * through BPF_PROG_TEST_RUN on a table of a few buckets: a set fills its
  * empty ways before it evicts; a full set evicts the way seen longest ago,
  * an entry idle for hours before any recent one, and a hit makes its way
- * recent again; a RST with no entry is steered by the table and takes no
+ * recent again; a closing entry (half-open or FIN'd) goes before open ones
+ * up to HLB_STEER_CT_CLOSING_HEAD ticks older; a RST with no entry is steered by the table and takes no
  * way, a RST with one goes by it and leaves it; a client's FIN or RST marks
  * its entry closing and a new connection's handshake (its ACK) unmarks it; a
  * SYN's entry is half-open, not open, and a retransmitted SYN goes by it; an
@@ -226,6 +227,62 @@ static void eviction(struct hashlb_steer *s)
 	st1 = stats(s);
 	CHECK(st1.new_flows - st0.new_flows == 1, "an evicted flow was not scheduled anew");
 	printf("eviction: empty ways first, then the least recently seen, then an idle one\n");
+}
+
+/*
+ * 3a. A full set's closing entries go first, within HLB_STEER_CT_CLOSING_HEAD:
+ * a connect's half-open entry (its SYN alone) seen a tick ago goes before open
+ * flows seen 2..6 ticks ago (before, the oldest open one went: a SYN flood
+ * evicted live flows), and so does a flow's its client's FIN closed; an open
+ * entry idle for longer than the head still goes before a closing one used now.
+ */
+static void evict_closing(struct hashlb_steer *s)
+{
+	struct test_pkt f[HLB_STEER_CT_WAYS + 3];
+	struct hlb_steer_ct_bucket bk;
+	uint64_t rng = 17;
+	uint32_t b = 5;
+	uint16_t base;
+	int be, w;
+
+	for (int round = 0; round < 3; round++) {
+		/* round 0: f[2] half-open; 1: f[2] FIN-closed; 2: f[2] half-open,
+		 * f[4] open and idle a head and a tick longer than f[2] */
+		hashlb_steer_flows_clear(s);
+		flows_in_bucket(b, f, HLB_STEER_CT_WAYS + 1, &rng);
+		for (int i = 0; i < HLB_STEER_CT_WAYS; i++) {
+			f[i].tcp_flags = i == 2 && round != 1 ? 0x02 : 0x10; /* SYN, or ACK */
+			CHECK(send_pkt(&f[i], &be) == XDP_TX_, "flow %d not forwarded", i);
+		}
+		if (round == 1) {
+			f[2].tcp_flags = 0x11; /* FIN, ACK */
+			send_pkt(&f[2], &be);
+		}
+		bucket_read(b, &bk);
+		base = bk.seen[way_of(&bk, &f[HLB_STEER_CT_WAYS - 1])];
+		for (int i = 0; i < HLB_STEER_CT_WAYS; i++) {
+			w = way_of(&bk, &f[i]);
+			CHECK(w >= 0, "round %d: flow %d has no way", round, i);
+			if (w < 0)
+				return;
+			bk.seen[w] = (uint16_t)(base - (i == 2 ? 1 : i + 2));
+			if (round == 2 && i == 4)
+				bk.seen[w] = (uint16_t)(base - 1 - HLB_STEER_CT_CLOSING_HEAD - 1);
+		}
+		bucket_write(b, &bk);
+		f[HLB_STEER_CT_WAYS].tcp_flags = 0x02;
+		CHECK(send_pkt(&f[HLB_STEER_CT_WAYS], &be) == XDP_TX_,
+		      "round %d: new flow not forwarded", round);
+		bucket_read(b, &bk);
+		for (int i = 0; i < HLB_STEER_CT_WAYS; i++) {
+			bool gone = i == (round == 2 ? 4 : 2);
+
+			CHECK((way_of(&bk, &f[i]) < 0) == gone, "round %d: flow %d %s", round, i,
+			      gone ? "kept, not evicted" : "evicted");
+		}
+	}
+	printf("evict_closing: a half-open or FIN-closed entry seen a tick ago goes before open "
+	       "ones 2-6 ticks old, an open one idle past the head before it\n");
 }
 
 /*
@@ -1821,6 +1878,7 @@ int main(void)
 	s = load(FLOWS_SMALL, 0, t);
 	CHECK(n_buckets == 16, "--flows %d gave %u buckets, want 16", FLOWS_SMALL, n_buckets);
 	eviction(s);
+	evict_closing(s);
 	ct_wrap(s);
 	reset(s, t);
 	syn_collision(s);
