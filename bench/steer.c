@@ -276,7 +276,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* every repeat of the program of 4 tables counted in its table 0's own */
-	struct hlb_steer_tstats ts[4];
+	struct hlb_steer_stats ts[4];
 
 	if (hashlb_steer_tables_stats(est4, ts) < 0 || ts[0].packets != per_round * ROUNDS + 1 ||
 	    ts[1].packets) {

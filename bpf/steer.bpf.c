@@ -165,6 +165,16 @@ struct {
 	__type(value, struct hlb_steer_tstats);
 } hlb_tstats SEC(".maps");
 
+/* Each table's other counters (steer_shared.h says which), as hlb_tstats:
+ * counted only in a program of several tables, and off the established path
+ * (a new flow, a drop, a pass, a FIN or RST). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); /* tables_cap, set by the loader */
+	__type(key, __u32);
+	__type(value, struct hlb_steer_tstats2);
+} hlb_tstats2 SEC(".maps");
+
 /*
  * Never read by the programs: the loader updates it as a barrier. An update
  * of a map-in-map waits for every running BPF program to finish
@@ -218,6 +228,25 @@ static __always_inline enum verdict drop(struct hlb_steer_stats *st, int reason)
 	if (st && reason >= 0 && reason < HLB_STEER_DROP_MAX)
 		st->drops[reason]++;
 	return V_DROP;
+}
+
+/* Table <tn>'s other counters (hlb_tstats2), NULL in a program of one table
+ * (the verifier removes the code: its counters are the program's). */
+static __always_inline struct hlb_steer_tstats2 *tstats2_get(__u32 tn)
+{
+	if (tables_cap < 2)
+		return NULL;
+	return bpf_map_lookup_elem(&hlb_tstats2, &tn);
+}
+
+/* drop() of a packet of table <tn>'s VIP: counted in the table's too. */
+static __always_inline enum verdict drop_table(struct hlb_steer_stats *st, __u32 tn, int reason)
+{
+	struct hlb_steer_tstats2 *ts = tstats2_get(tn);
+
+	if (ts && reason >= 0 && reason < HLB_STEER_DROP_MAX)
+		ts->drops[reason]++;
+	return drop(st, reason);
 }
 
 static __always_inline enum verdict pass(struct hlb_steer_stats *st)
@@ -453,13 +482,16 @@ static __always_inline __u8 tcp_flags(const struct tcphdr *tcp)
 	return ((const __u8 *)tcp)[13];
 }
 
-/* An entry marked closing, counted (ct_closing). */
-static __always_inline void ct_closing_count(void)
+/* An entry of table <tn>'s VIP marked closing, counted (ct_closing). */
+static __always_inline void ct_closing_count(__u32 tn)
 {
 	struct hlb_steer_stats2 *st2 = stats2_get();
+	struct hlb_steer_tstats2 *ts = tstats2_get(tn);
 
 	if (st2)
 		st2->ct_closing++;
+	if (ts)
+		ts->ct_closing++;
 }
 
 /* Entry <e> of the flow of hash <h> as a packet with TCP flags <fl> leaves it: ct_mark()'s
@@ -489,7 +521,7 @@ static __always_inline __u64 ct_marked(__u64 e, __u64 h, __u8 fl)
  * once a flow.
  */
 static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u64 h,
-				    __u8 fl)
+				    __u8 fl, __u32 tn)
 {
 	__u64 m = ct_marked(e, h, fl);
 
@@ -497,24 +529,24 @@ static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __
 		return;
 	*(volatile __u64 *)&b->way[way] = m;
 	if ((m & HLB_STEER_CT_CLOSING) && !hlb_steer_ct_half_open(m, h))
-		ct_closing_count();
+		ct_closing_count(tn);
 }
 
-/* Way <way> of <b>, entry <e> of the flow of hash <h>, used by a packet
- * forwarded by it (<tcp> its header) at tick <now>: its time, written only
+/* Way <way> of <b>, entry <e> of the flow of hash <h> (of table <tn>'s VIP),
+ * used by a packet forwarded by it (<tcp> its header) at tick <now>: its time, written only
  * when it changed (once a tick, not once a packet, so the line stays shared),
  * and its marks (ct_mark()) if the packet has FIN, SYN or RST or the entry is
  * half-open: on an established flow's packet, one test of <e> and <h> more
  * (registers) than before half-open. */
 static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u64 h,
-				    __u32 now, const struct tcphdr *tcp)
+				    __u32 now, const struct tcphdr *tcp, __u32 tn)
 {
 	__u8 fl = tcp_flags(tcp);
 
 	if (b->seen[way] != now)
 		b->seen[way] = now;
 	if ((fl & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST)) || hlb_steer_ct_half_open(e, h))
-		ct_mark(b, way, e, h, fl);
+		ct_mark(b, way, e, h, fl, tn);
 }
 
 /* The packet, counted (in table <tn>'s too), to backend <be>: what every
@@ -775,9 +807,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
 				ext) ||
 		       (vip_flags_near(hv, home, vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
-			ct_used(b, way, e, h, now, tcp);
-			return forward_kept(st, vip_table_near(hv, home, vh, (__u32)vip), eth, be,
-					    len, ret_ifindex);
+			__u32 kt = vip_table_near(hv, home, vh, (__u32)vip);
+
+			ct_used(b, way, e, h, now, tcp, kt);
+			return forward_kept(st, kt, eth, be, len, ret_ifindex);
 		}
 		resched = !be; /* its backend down or gone */
 	}
@@ -787,17 +820,22 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	 * (and none at all for a VIP at its home slot: <hv> is its entry). */
 	__u32 vf = vip_flags_near(hv, home, vh, (__u32)vip);
 
+	/* Table <tn>'s half in force: hlb_active's bit 0, unless the VIP's
+	 * entry says the other (each table flips alone, with the VIP half). */
+	__u32 tn = (vf >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
+	struct hlb_steer_tstats2 *ts;
+
 	if (vf & HLB_STEER_VIP_F_CLOSED) {
 		struct hlb_steer_stats2 *st2 = stats2_get();
 
 		if (st2)
 			st2->closed_passed++;
+		ts = tstats2_get(tn);
+		if (ts)
+			ts->closed_passed++;
 		return pass(st);
 	}
 
-	/* Table <tn>'s half in force: hlb_active's bit 0, unless the VIP's
-	 * entry says the other (each table flips alone, with the VIP half). */
-	__u32 tn = (vf >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
 	__u32 half = (active ^ (vf / HLB_STEER_VIP_F_HALF)) & 1;
 	struct hlb_steer_table *t;
 	int idx;
@@ -808,19 +846,19 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 
 	t = bpf_map_lookup_elem(&hlb_tables, &half);
 	if (!t)
-		return drop(st, HLB_STEER_DROP_TABLE);
+		return drop_table(st, tn, HLB_STEER_DROP_TABLE);
 	idx = table_lookup(t, half, tuple_hash(kw, t));
 	if (idx < 0)
-		return drop(st, HLB_STEER_DROP_TABLE);
+		return drop_table(st, tn, HLB_STEER_DROP_TABLE);
 	if (idx == HLB_STEER_BACKEND_NONE)
-		return drop(st, HLB_STEER_DROP_NO_BACKEND);
+		return drop_table(st, tn, HLB_STEER_DROP_NO_BACKEND);
 	if ((__u32)idx >= backends_cap)
-		return drop(st, HLB_STEER_DROP_TABLE);
+		return drop_table(st, tn, HLB_STEER_DROP_TABLE);
 	__u32 bk = half * backends_cap + idx;
 
 	be = bpf_map_lookup_elem(&hlb_backends, &bk);
 	if (!be)
-		return drop(st, HLB_STEER_DROP_TABLE);
+		return drop_table(st, tn, HLB_STEER_DROP_TABLE);
 
 	/*
 	 * Its entry names the backend the table picks, slot and incarnation,
@@ -834,7 +872,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (resched && way < HLB_STEER_CT_WAYS &&
 	    ((__u32)e & 0xffffff) ==
 		    ((__u32)be->incarnation << HLB_STEER_CT_INC_SHIFT | be->slot)) {
-		ct_used(b, way, e, h, now, tcp);
+		ct_used(b, way, e, h, now, tcp, tn);
 		return forward_kept(st, tn, eth, be, len, ret_ifindex);
 	}
 
@@ -850,6 +888,9 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 
 		if (st2)
 			st2->rst_untracked++;
+		ts = tstats2_get(tn);
+		if (ts)
+			ts->rst_untracked++;
 		return forward(st, tn, eth, be, len, ret_ifindex);
 	}
 
@@ -901,7 +942,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 				     h, fl);
 
 		if (fl & (TCP_F_FIN | TCP_F_RST))
-			ct_closing_count();
+			ct_closing_count(tn);
 		*(volatile __u64 *)&b->way[way] = ne;
 		b->seen[way] = now;
 		/* Not atomic with the entry: two CPUs inserting into one set at
@@ -916,11 +957,20 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	}
 	/* Past the handshake with no entry: the flow's entry was evicted while
 	 * it lived (docs/steering.md, sizing). A SYN is a new flow. */
-	if (!resched && !tcp->syn) {
+	int lost = !resched && !tcp->syn;
+
+	if (lost) {
 		struct hlb_steer_stats2 *st2 = stats2_get();
 
 		if (st2)
 			st2->ct_lost++;
+	}
+	ts = tstats2_get(tn);
+	if (ts) {
+		ts->new_flows++;
+		ts->ct_resched += resched;
+		ts->ct_evicted += evicted;
+		ts->ct_lost += lost;
 	}
 	return forward(st, tn, eth, be, len, ret_ifindex);
 }

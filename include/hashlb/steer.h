@@ -350,17 +350,20 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);
 
 /*
- * Each table's packets and bytes forwarded (a service's, under hashlb run),
- * summed over CPUs, into <ret_tstats>[t] for t below hashlb_steer_tables():
- * their sum is hashlb_steer_stats()' packets and bytes (but for a program of
- * one table replaced by one of several, hashlb_steer_grow(): the packets its
- * old program forwarded during the swap). Of a program of one table, [0]
- * holds the program's. -EOPNOTSUPP for a program of several tables an older
- * hashlb loaded (it counts no table's own), or -errno.
+ * Each table's counters (a service's, under hashlb run), summed over CPUs, into
+ * <ret_tstats>[t] for t below hashlb_steer_tables(): those a packet counts once its
+ * VIP, so its table, is known. Their sum is hashlb_steer_stats()' (but for a program of
+ * one table replaced by one of several, hashlb_steer_grow(): what its old program
+ * counted during the swap), less what no table counts: passed but closed_passed
+ * (a table's passed is its closed_passed), drops of a packet whose port was not read
+ * (malformed, fragment). A table's ct_hits are its packets less its new_flows and
+ * rst_untracked. Of a program of one table, [0] holds the program's. 0; 1 for a program
+ * of several tables an older hashlb loaded that counts each table's packets and bytes
+ * alone (the others 0); -EOPNOTSUPP for one that counts none, or -errno.
  */
-int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *ret_tstats);
+int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_tstats);
 /*
- * Zero the packets and bytes of <s>'s table (hashlb_steer_table()) in a program of several
+ * Zero the counters of <s>'s table (hashlb_steer_table()) in a program of several
  * tables: what a service that takes a table another had (a service a reload removed, or the
  * replaced hashlb's) counts starts from 0, not from that one's. 0, also where nothing counts
  * them (a program of one table, an older hashlb's), or -errno.
@@ -478,6 +481,12 @@ int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);
  */
 const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
 				     uint64_t *ret_value);
+/*
+ * Whether counter <i> of hashlb_steer_stats_field() is one each table counts of its own
+ * (hashlb_steer_tables_stats()): every one but passed (a table's is its closed_passed) and
+ * the drops counted before a packet's VIP is known (malformed, fragment) or never (redirect).
+ */
+bool hashlb_steer_stats_field_tabled(unsigned i);
 
 /* The drop reason's stable name ("malformed", ...). */
 const char *hashlb_steer_drop_name(enum hlb_steer_drop d);

@@ -30,6 +30,8 @@
  *   hlb_stats2   percpu array 0 -> stats2       counters added since
  *   hlb_tstats   percpu array table -> tstats   each table's packets and bytes
  *                                               (a program of several tables)
+ *   hlb_tstats2  percpu array table -> tstats2  each table's other counters
+ *                                               (a program of several tables)
  *
  * Every map the data path reads is an array: the verifier inlines array
  * lookups (a bounds check and an add), where a hash map lookup or update is
@@ -435,6 +437,30 @@ struct hlb_steer_stats2 {
 struct hlb_steer_tstats {
 	__u64 packets;
 	__u64 bytes;
+};
+
+/*
+ * hlb_tstats2's value: one table's (a service's) share of the counters other
+ * than packets and bytes, those counted where the packet's VIP, and so its
+ * table, is known. Counted by a program of several tables only; a program an
+ * older hashlb loaded has no hlb_tstats2 (hlb_tstats keeps its 16 bytes for
+ * good: an older hashlb reads it into a buffer of that size). Not here: a
+ * table's ct_hits, its packets less its new_flows and rst_untracked (each
+ * packet forwarded is one of the three), so that the established path makes
+ * no second lookup; passed, of which a table's are its closed_passed alone
+ * (every other is passed before a VIP is found); and the drops for a packet
+ * whose port was not read (malformed, fragment), whose slots stay 0. New
+ * counters go at its end: it is read by its value size.
+ */
+struct hlb_steer_tstats2 {
+	__u64 new_flows;
+	__u64 ct_resched;
+	__u64 ct_evicted;
+	__u64 ct_lost;
+	__u64 rst_untracked;
+	__u64 closed_passed;
+	__u64 ct_closing;
+	__u64 drops[HLB_STEER_DROP_MAX];
 };
 
 #define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)

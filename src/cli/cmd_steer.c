@@ -149,6 +149,11 @@ static void usage(FILE *f)
 		"  table_packets,    each table's share of packets and bytes: a service's\n"
 		"  table_bytes       packets_total and bytes_total (not of an older\n"
 		"                    hashlb's program, which counts none)\n"
+		"  table_new_flows,  each table's share of the other counters counted once\n"
+		"  table_ct_hits ... the packet's VIP is known (a service's own /metrics):\n"
+		"                    all but passed (a table's are its closed_passed) and\n"
+		"                    drop_malformed, drop_fragment, drop_redirect (not of an\n"
+		"                    older hashlb's program, which counts none)\n"
 		"  table_services    with -c FILE: the service of FILE whose listen address\n"
 		"                    each table serves, - (JSON null) for none; of a program\n"
 		"                    of one table, service (if FILE's serves it)\n"
@@ -398,15 +403,20 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 struct table_figures {
 	uint32_t n; /* tables: 2 or more for a program of several */
 	const uint32_t *flows; /* each table's conntrack entries */
-	/* each table's packets and bytes forwarded, NULL if the program counts none
-	 * (an older hashlb's of several tables) */
-	const struct hlb_steer_tstats *tstats;
+	/* each table's counters (hashlb_steer_tables_stats()), NULL if the program counts
+	 * none (an older hashlb's of several tables); <tstats_all>: all of them, else
+	 * packets and bytes alone (one of an older hashlb still) */
+	const struct hlb_steer_stats *tstats;
+	bool tstats_all;
 	const char *const *services; /* each table's service (-c), NULL if none named */
 };
 
-/* A row of each table's <field> (its name <name>): text, or a JSON list. */
+/* A row of each table's <field> (its name <name>): text, or a JSON list. <field>: -2 the
+ * conntrack entries, -1 the service, else hashlb_steer_stats_field()'s index. */
 static void print_table_row(const struct table_figures *t, const char *name, int field, bool json)
 {
+	uint64_t v;
+
 	if (json)
 		printf(",\"%s\":[", name);
 	else
@@ -414,12 +424,10 @@ static void print_table_row(const struct table_figures *t, const char *name, int
 	for (uint32_t i = 0; i < t->n; i++) {
 		const char *sep = json ? (i ? "," : "") : " ";
 
-		if (field == 0)
+		if (field == -2)
 			printf("%s%" PRIu32, sep, t->flows[i]);
-		else if (field == 1)
-			printf("%s%" PRIu64, sep, (uint64_t)t->tstats[i].packets);
-		else if (field == 2)
-			printf("%s%" PRIu64, sep, (uint64_t)t->tstats[i].bytes);
+		else if (field >= 0 && hashlb_steer_stats_field(&t->tstats[i], (unsigned)field, &v))
+			printf("%s%" PRIu64, sep, v);
 		else if (!json)
 			printf("%s%s", sep, t->services[i] ? t->services[i] : "-");
 		else if (t->services[i]) {
@@ -442,6 +450,7 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 			const struct table_figures *t, bool json)
 {
 	const char *fmt = json ? ",\"%s\":%" PRIu64 : "%-16s %" PRIu64 "\n", *name;
+	char row[64];
 	uint64_t v;
 
 	if (json)
@@ -454,13 +463,18 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 	printf(fmt, "flows", (uint64_t)flows);
 	printf(fmt, "flows_max", flows_max);
 	if (t->n > 1) {
-		print_table_row(t, "table_flows", 0, json);
-		if (t->tstats) {
-			print_table_row(t, "table_packets", 1, json);
-			print_table_row(t, "table_bytes", 2, json);
+		print_table_row(t, "table_flows", -2, json);
+		/* each counter a table has its own of: packets and bytes, then (not of
+		 * an older hashlb's program) the others */
+		for (unsigned i = 0; t->tstats && (name = hashlb_steer_stats_field(st, i, &v));
+		     i++) {
+			if ((i >= 2 && !t->tstats_all) || !hashlb_steer_stats_field_tabled(i))
+				continue;
+			snprintf(row, sizeof(row), "table_%s", name);
+			print_table_row(t, row, (int)i, json);
 		}
 		if (t->services)
-			print_table_row(t, "table_services", 3, json);
+			print_table_row(t, "table_services", -1, json);
 	} else if (t->services && t->services[0]) {
 		if (json) {
 			printf(",\"service\":");
@@ -729,7 +743,7 @@ static int steer_stats(struct steer_args *a)
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s;
 	struct hlb_steer_stats st;
-	struct hlb_steer_tstats tstats[HASHLB_STEER_TABLES_MAX];
+	struct hlb_steer_stats tstats[HASHLB_STEER_TABLES_MAX];
 	const char *names[HASHLB_STEER_TABLES_MAX] = { NULL };
 	uint32_t flows, tables[HASHLB_STEER_TABLES_MAX];
 	struct table_figures t = { .flows = tables };
@@ -750,8 +764,10 @@ static int steer_stats(struct steer_args *a)
 		cli_error("reading the conntrack table: %s\n", strerror(-ret));
 	else {
 		t.n = hashlb_steer_tables(s);
-		if (own == 0)
+		if (own >= 0) {
 			t.tstats = tstats;
+			t.tstats_all = own == 0;
+		}
 		if (a->config) {
 			table_services(s, a->config, names);
 			t.services = names;

@@ -156,9 +156,10 @@ struct steer_scan {
 	const struct hashlb_steer *by;
 	uint32_t all;
 	uint32_t tables[HASHLB_STEER_TABLES_MAX];
-	/* each table's packets and bytes (hashlb_steer_tables_stats()), if <own> */
-	struct hlb_steer_tstats tstats[HASHLB_STEER_TABLES_MAX];
-	bool own;
+	/* each table's counters (hashlb_steer_tables_stats()): packets and bytes if <own>,
+	 * the others if <own_all> too */
+	struct hlb_steer_stats tstats[HASHLB_STEER_TABLES_MAX];
+	bool own, own_all;
 };
 
 static bool steer_release(struct run_steer *rs, struct run_steer_svc *e, bool unserve);
@@ -1956,6 +1957,7 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 static const struct steer_scan *steer_scan(struct run_steer *rs, struct run_steer_svc *e)
 {
 	struct steer_scan *x;
+	int own;
 
 	for (uint32_t k = 0; k < rs->n_scans; k++)
 		if (hashlb_steer_same_program(rs->scans[k].by, e->steer))
@@ -1972,7 +1974,9 @@ static const struct steer_scan *steer_scan(struct run_steer *rs, struct run_stee
 	x = &rs->scans[rs->n_scans];
 	if (hashlb_steer_flows_tables(e->steer, x->tables, &x->all) < 0)
 		return NULL;
-	x->own = hashlb_steer_tables_stats(e->steer, x->tstats) == 0;
+	own = hashlb_steer_tables_stats(e->steer, x->tstats);
+	x->own = own >= 0;
+	x->own_all = own == 0;
 	x->by = e->steer;
 	rs->n_scans++;
 	return x;
@@ -2003,6 +2007,7 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	/* the program's counters read after the table's: never fewer */
 	v.own = x->tstats[t];
 	v.own_known = x->own;
+	v.own_all = x->own_all;
 	v.interface_flows = x->all;
 	v.flows_max = hashlb_steer_flows_max(e->steer);
 	v.table_stale = e->retry || e->too_small;

@@ -387,9 +387,10 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
 }
 
 /* ,"steering":{...} of a service with steering: kernel: its program's counters as hashlb steer
- * --stats --json names them, of those packets and bytes its own (service_packets,
- * service_bytes: absent where unknown), its own conntrack entries (flows) and the program's
- * (interface_flows: --stats' flows) of flows_max; null while it has no program. */
+ * --stats --json names them, of those its own (service_packets, service_bytes,
+ * service_new_flows ...: each counter a table counts, absent where unknown), its own
+ * conntrack entries (flows) and the program's (interface_flows: --stats' flows) of
+ * flows_max; null while it has no program. */
 static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 {
 	const char *name;
@@ -402,9 +403,10 @@ static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 	hlb_buf_puts(o, ",\"steering\":{");
 	for (unsigned i = 0; (name = hashlb_steer_stats_field(&v->st, i, &x)); i++)
 		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, i ? "," : "", name, x);
-	if (v->own_known)
-		hlb_buf_printf(o, ",\"service_packets\":%" PRIu64 ",\"service_bytes\":%" PRIu64,
-			       (uint64_t)v->own.packets, (uint64_t)v->own.bytes);
+	/* the service's own: packets and bytes, and where known the others each table counts */
+	for (unsigned i = 0; v->own_known && (name = hashlb_steer_stats_field(&v->own, i, &x)); i++)
+		if (i < 2 || (v->own_all && hashlb_steer_stats_field_tabled(i)))
+			hlb_buf_printf(o, ",\"service_%s\":%" PRIu64, name, x);
 	hlb_buf_printf(o,
 		       ",\"flows\":%" PRIu64 ",\"interface_flows\":%" PRIu64
 		       ",\"flows_max\":%" PRIu64 "}",

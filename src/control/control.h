@@ -24,11 +24,12 @@
 struct hlb_steer_sample {
 	const char *service; /* borrowed: valid until the control loop's next event */
 	struct hlb_steer_stats st; /* summed over CPUs (hashlb_steer_stats()) */
-	/* of those packets and bytes, the service's own (its table's in its program:
-	 * hashlb_steer_tables_stats()), if <own_known> (not of an older hashlb's program
-	 * of several tables, which counts no table's own) */
-	struct hlb_steer_tstats own;
-	bool own_known;
+	/* of those counters, the service's own (its table's in its program:
+	 * hashlb_steer_tables_stats()): packets and bytes if <own_known> (not of an older
+	 * hashlb's program of several tables, which counts no table's own), the others if
+	 * <own_all> too (not of one that counts each table's packets and bytes alone) */
+	struct hlb_steer_stats own;
+	bool own_known, own_all;
 	/* conntrack entries of the service's VIPs (its table's in its program) */
 	uint64_t flows;
 	/* conntrack entries in use, every service's on the interface (the program's) */

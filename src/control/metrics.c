@@ -641,17 +641,55 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 	}
 }
 
-/* The kernel steering counters of one service's program, summed over CPUs (s.st). */
+/*
+ * The kernel steering counters of one service, summed over CPUs: family <f> of
+ * steer_families(), below STEER_OWN_MAX the service's own (s.own: its table's in its
+ * program), from STEER_IFACE the same of its program (s.st: every service's on the
+ * interface), between them the rest.
+ */
+#define STEER_OWN_MAX 10
+#define STEER_IFACE 16
 static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 {
-	const uint64_t v[] = { s->own.packets,	    s->own.bytes,	 s->st.new_flows,
-			       s->st.ct_hits,	    s->st.ct_resched,	 s->st.ct_evicted,
-			       s->st.ct_lost,	    s->st.rst_untracked, s->st.passed,
-			       s->st.closed_passed, s->st.ct_closing,	 s->flows,
-			       s->interface_flows,  s->flows_max,	 s->table_stale,
-			       s->tables_refused,   s->st.packets,	 s->st.bytes };
+	const uint64_t v[] = {
+		s->own.packets,	      s->own.bytes,	 s->own.new_flows, s->own.ct_hits,
+		s->own.ct_resched,    s->own.ct_evicted, s->own.ct_lost,   s->own.rst_untracked,
+		s->own.closed_passed, s->own.ct_closing, s->st.passed,	   s->flows,
+		s->interface_flows,   s->flows_max,	 s->table_stale,   s->tables_refused,
+		s->st.packets,	      s->st.bytes,	 s->st.new_flows,  s->st.ct_hits,
+		s->st.ct_resched,     s->st.ct_evicted,	 s->st.ct_lost,	   s->st.rst_untracked,
+		s->st.closed_passed,  s->st.ct_closing,
+	};
 
 	return v[f];
+}
+
+/* Whether drop <reason> is counted for a service (a table) of its own: not one of a
+ * packet whose port, so whose VIP, was not read (malformed, fragment), nor redirect (the
+ * program cannot count it). The others a service shows are the interface's. */
+static bool steer_drop_own(int reason)
+{
+	return reason == HLB_STEER_DROP_NO_BACKEND || reason == HLB_STEER_DROP_TABLE;
+}
+
+/* One dropped family's samples: of each service, the service's own drops where it has
+ * them (<own>), else the interface's. */
+static void steer_dropped(struct hlb_buf *o, const char *name, const struct hlb_steer_sample *v,
+			  uint32_t n, bool own)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (own && !v[i].own_all)
+			continue;
+		for (int d = 0; d < HLB_STEER_DROP_MAX; d++) {
+			bool mine = own && steer_drop_own(d);
+
+			labels2(o, name, v[i].service, NULL);
+			o->len--; /* reopen the label set */
+			hlb_buf_printf(o, ",reason=\"%s\"} %" PRIu64 "\n",
+				       hashlb_steer_drop_name(d),
+				       (uint64_t)(mine ? v[i].own.drops[d] : v[i].st.drops[d]));
+		}
+	}
 }
 
 /*
@@ -669,31 +707,32 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		{ "hashlb_service_steer_bytes_total", "counter",
 		  "Kernel steering: the frame bytes of those packets." },
 		{ "hashlb_service_steer_new_flows_total", "counter",
-		  "Kernel steering: flows scheduled through the table." },
+		  "Kernel steering: the service's flows scheduled through the table." },
 		{ "hashlb_service_steer_conntrack_hits_total", "counter",
-		  "Kernel steering: packets forwarded by their flow's conntrack entry." },
+		  "Kernel steering: the service's packets forwarded by their flow's conntrack entry." },
 		{ "hashlb_service_steer_conntrack_rescheduled_total", "counter",
-		  "Kernel steering: flows whose backend went down or away, scheduled again." },
+		  "Kernel steering: the service's flows whose backend went down or away, scheduled "
+		  "again." },
 		{ "hashlb_service_steer_conntrack_evictions_total", "counter",
-		  "Kernel steering: new flows that took the entry of another flow, its set full "
-		  "(a flow that ended, or a live one: see conntrack_lost)." },
+		  "Kernel steering: the service's new flows that took the entry of another flow, its "
+		  "set full (a flow that ended, or a live one: see conntrack_lost)." },
 		{ "hashlb_service_steer_conntrack_lost_total", "counter",
-		  "Kernel steering: packets past a flow's SYN that found no conntrack entry: "
-		  "evicted while the flow lived (the table is too small), scheduled again (the "
+		  "Kernel steering: the service's packets past a flow's SYN that found no conntrack "
+		  "entry: evicted while the flow lived (the table is too small), scheduled again (the "
 		  "flow moves if the table changed since it began)." },
 		{ "hashlb_service_steer_untracked_resets_total", "counter",
-		  "Kernel steering: RSTs that found no conntrack entry, forwarded by the table "
-		  "(in packets_total) with no entry made: not new flows, not conntrack_lost." },
-		{ "hashlb_service_steer_passed_total", "counter",
-		  "Kernel steering: packets the program on the service's interface handed to the "
-		  "stack (not for its VIP, not TCP)." },
+		  "Kernel steering: the service's RSTs that found no conntrack entry, forwarded by the "
+		  "table (in packets_total) with no entry made: not new flows, not conntrack_lost." },
 		{ "hashlb_service_steer_closed_passed_total", "counter",
 		  "Kernel steering: packets to the VIP while a stop drains it (a new connection, a "
 		  "flow with no conntrack entry) handed to the stack, which refuses them; in "
 		  "passed_total too." },
 		{ "hashlb_service_steer_conntrack_closing_total", "counter",
-		  "Kernel steering: flows whose client's FIN or RST marked their conntrack entry "
-		  "closing (a stop's drain ends once every entry is)." },
+		  "Kernel steering: the service's flows whose client's FIN or RST marked their "
+		  "conntrack entry closing (a stop's drain ends once every entry is)." },
+		{ "hashlb_service_steer_passed_total", "counter",
+		  "Kernel steering: packets the program on the service's interface handed to the "
+		  "stack (not for its VIP, not TCP)." },
 		{ "hashlb_service_steer_conntrack_entries", "gauge",
 		  "Kernel steering: the service's conntrack entries, of its VIPs' flows (seen, "
 		  "until evicted): occupancy, not flows open now." },
@@ -713,12 +752,38 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		  "service's there (its program's)." },
 		{ "hashlb_service_steer_interface_bytes_total", "counter",
 		  "Kernel steering: the frame bytes of those packets." },
+		{ "hashlb_service_steer_interface_new_flows_total", "counter",
+		  "Kernel steering: new_flows_total of every service on the service's interface." },
+		{ "hashlb_service_steer_interface_conntrack_hits_total", "counter",
+		  "Kernel steering: conntrack_hits_total of every service on the service's "
+		  "interface." },
+		{ "hashlb_service_steer_interface_conntrack_rescheduled_total", "counter",
+		  "Kernel steering: conntrack_rescheduled_total of every service on the service's "
+		  "interface." },
+		{ "hashlb_service_steer_interface_conntrack_evictions_total", "counter",
+		  "Kernel steering: conntrack_evictions_total of every service on the service's "
+		  "interface." },
+		{ "hashlb_service_steer_interface_conntrack_lost_total", "counter",
+		  "Kernel steering: conntrack_lost_total of every service on the service's "
+		  "interface." },
+		{ "hashlb_service_steer_interface_untracked_resets_total", "counter",
+		  "Kernel steering: untracked_resets_total of every service on the service's "
+		  "interface." },
+		{ "hashlb_service_steer_interface_closed_passed_total", "counter",
+		  "Kernel steering: closed_passed_total of every service on the service's "
+		  "interface." },
+		{ "hashlb_service_steer_interface_conntrack_closing_total", "counter",
+		  "Kernel steering: conntrack_closing_total of every service on the service's "
+		  "interface." },
 	};
 	static const char dropped[] = "hashlb_service_steer_dropped_total";
+	static const char idropped[] = "hashlb_service_steer_interface_dropped_total";
 	struct hlb_steer_sample *v;
-	bool any = family_wanted(w, dropped, "counter");
+	bool any = family_wanted(w, dropped, "counter") || family_wanted(w, idropped, "counter");
 	uint32_t n;
 
+	_Static_assert(sizeof(fams) / sizeof(fams[0]) == STEER_IFACE + STEER_OWN_MAX,
+		       "an interface_ family for each of the service's own");
 	/* the programs' maps read only for a scrape that asks for one of these */
 	for (unsigned f = 0; !any && f < sizeof(fams) / sizeof(fams[0]); f++)
 		any = family_wanted(w, fams[f].name, fams[f].type);
@@ -728,28 +793,26 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		if (!family(o, w, fams[f].name, fams[f].type, fams[f].help))
 			continue;
 		for (uint32_t i = 0; i < n; i++) {
-			/* packets, bytes: the service's own, unknown in an older program
-			 * of several tables (its program's are in interface_*) */
-			if (f < 2 && !v[i].own_known)
+			/* the service's own, unknown in an older program of several tables
+			 * (its program's are in interface_*): packets and bytes, or all */
+			if (f < STEER_OWN_MAX && !(f < 2 ? v[i].own_known : v[i].own_all))
 				continue;
 			labels2(o, fams[f].name, v[i].service, NULL);
 			hlb_buf_printf(o, " %" PRIu64 "\n", steer_value(&v[i], (int)f));
 		}
 	}
-	if (!n ||
-	    !family(o, w, dropped, "counter",
-		    "Kernel steering: packets dropped, by reason: malformed (TCP to the VIP, "
-		    "header truncated or bad, or packet cut short), fragment (IP fragments to "
-		    "the VIP's address), no-backend (every backend down), table (a bug), "
-		    "redirect (always 0)."))
-		n = 0;
-	for (uint32_t i = 0; i < n; i++)
-		for (int d = 0; d < HLB_STEER_DROP_MAX; d++) {
-			labels2(o, dropped, v[i].service, NULL);
-			o->len--; /* reopen the label set */
-			hlb_buf_printf(o, ",reason=\"%s\"} %" PRIu64 "\n",
-				       hashlb_steer_drop_name(d), (uint64_t)v[i].st.drops[d]);
-		}
+	if (n &&
+	    family(o, w, dropped, "counter",
+		   "Kernel steering: packets dropped, by reason: malformed (TCP to the VIP's "
+		   "address, header truncated or bad, or packet cut short), fragment (IP "
+		   "fragments to the VIP's address), no-backend (every backend down), table (a "
+		   "bug), redirect (always 0); no-backend and table the service's own, the "
+		   "others the interface's (counted before the packet's port is read)."))
+		steer_dropped(o, dropped, v, n, true);
+	if (n && family(o, w, idropped, "counter",
+			"Kernel steering: dropped_total of every service on the service's "
+			"interface, by reason."))
+		steer_dropped(o, idropped, v, n, false);
 	free(v);
 }
 

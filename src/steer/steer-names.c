@@ -60,6 +60,17 @@ const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned 
 	return names[i];
 }
 
+bool hashlb_steer_stats_field_tabled(unsigned i)
+{
+	const char *name;
+	uint64_t v;
+	struct hlb_steer_stats st = { 0 };
+
+	name = hashlb_steer_stats_field(&st, i, &v);
+	return name && strcmp(name, "passed") != 0 && strcmp(name, "drop_malformed") != 0 &&
+	       strcmp(name, "drop_fragment") != 0 && strcmp(name, "drop_redirect") != 0;
+}
+
 const char *hashlb_steer_mode_name(enum hashlb_steer_mode m)
 {
 	return (unsigned)m < HASHLB_STEER_MODE_MAX ? mode_names[m] : NULL;

@@ -166,7 +166,7 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 	return -EOPNOTSUPP;
 }
 
-int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *ret_tstats)
+int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_tstats)
 {
 	return -EOPNOTSUPP;
 }

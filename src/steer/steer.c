@@ -59,6 +59,7 @@ enum map_id {
 	M_SYNC,
 	M_STATS2,
 	M_TSTATS,
+	M_TSTATS2,
 	M_MAX
 };
 
@@ -68,7 +69,7 @@ static const char *const map_names[M_MAX] = {
 	[M_BACKENDS] = "hlb_backends", [M_BSLOTS] = "hlb_bslots",   [M_SLOTS] = "hlb_slots",
 	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_CT] = "hlb_ct",
 	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_STATS2] = "hlb_stats2",
-	[M_TSTATS] = "hlb_tstats",
+	[M_TSTATS] = "hlb_tstats",     [M_TSTATS2] = "hlb_tstats2",
 };
 
 /*
@@ -105,6 +106,8 @@ struct hashlb_steer {
 	/* hlb_stats' and hlb_stats2's value sizes: a program another hashlb
 	 * loaded may have other ones (steer_shared.h), hlb_stats2 none (0) */
 	uint32_t stats_size, stats2_size;
+	/* hlb_tstats2's value size: read by it, as hlb_stats2's (0: none, an older program) */
+	uint32_t tstats2_size;
 	/* the program reads hash_prefix (struct hlb_steer_table's v4_prefix,
 	 * v6_prefix); one an older hashlb loaded had padding there */
 	bool reads_prefix;
@@ -350,11 +353,11 @@ static int map_open(uint32_t id, struct bpf_map_info *ret_mi)
 /* Whether hashlb's program found on an interface must use map <m> to be this
  * hashlb version's: the barrier map is no program's (waited for by time
  * without it, steer_flip()), hlb_stats2 an older program's lacks
- * (its counters read 0), and hlb_tstats (no table's own counters). One rule for
+ * (its counters read 0), and hlb_tstats and hlb_tstats2 (no table's own counters). One rule for
  * attach()'s and hashlb_steer_find()'s. */
 static bool map_required(int m)
 {
-	return m != M_SYNC && m != M_STATS2 && m != M_TSTATS;
+	return m != M_SYNC && m != M_STATS2 && m != M_TSTATS && m != M_TSTATS2;
 }
 
 /* The index in map_names of map <name>, or -1: not one of hashlb's. */
@@ -806,6 +809,7 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->tables * s->buckets_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
 	bpf_map__set_max_entries(s->skel->maps.hlb_tstats, s->tables);
+	bpf_map__set_max_entries(s->skel->maps.hlb_tstats2, s->tables);
 	ret = s->tables > 1 ? map_renamed(s->skel->maps.hlb_buckets, MULTI_BUCKETS_NAME) : 0;
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s", MULTI_BUCKETS_NAME,
@@ -844,6 +848,8 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
 	s->fd[M_STATS2] = bpf_map__fd(s->skel->maps.hlb_stats2);
 	s->fd[M_TSTATS] = bpf_map__fd(s->skel->maps.hlb_tstats);
+	s->fd[M_TSTATS2] = bpf_map__fd(s->skel->maps.hlb_tstats2);
+	s->tstats2_size = sizeof(struct hlb_steer_tstats2);
 	s->stats_size = HLB_STEER_STATS_SIZE;
 	s->stats2_size = sizeof(struct hlb_steer_stats2);
 	return 0;
@@ -1120,6 +1126,8 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 			s->stats_size = mi.value_size;
 		else if (m == M_STATS2)
 			s->stats2_size = mi.value_size;
+		else if (m == M_TSTATS2)
+			s->tstats2_size = mi.value_size;
 		else if (m == M_TABLES) {
 			s->reads_prefix = value_has_member(&mi, "v4_prefix");
 			s->tables = mi.max_entries / 2 ? mi.max_entries / 2 : 1;
@@ -2282,6 +2290,7 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
 	o->ct_buckets = s->ct_buckets;
 	o->stats_size = s->stats_size;
 	o->stats2_size = s->stats2_size;
+	o->tstats2_size = s->tstats2_size;
 	o->reads_prefix = s->reads_prefix;
 	o->reads_ext = s->reads_ext;
 	o->ct_seed = s->ct_seed;
@@ -2468,23 +2477,42 @@ static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *
 	return ret;
 }
 
-/* Table <table>'s entry of hlb_tstats (map <fd>): <v> on CPU 0, 0 on the others, the sum
- * hashlb_steer_tables_stats() reads being <v>. 0 or -errno. */
-static int tstats_set(int fd, uint32_t table, const struct hlb_steer_tstats *v)
+/* Table <table>'s entry of a per-CPU map of <size>-byte values (hlb_tstats, hlb_tstats2:
+ * map <fd>): <v> on CPU 0 (NULL: 0), 0 on the others, the sum hashlb_steer_tables_stats()
+ * reads being <v>. 0 or -errno. */
+static int tstats_set(int fd, uint32_t table, const void *v, size_t size)
 {
 	int ncpu = libbpf_num_possible_cpus(), ret = 0;
-	struct hlb_steer_tstats *per;
+	size_t stride = (size + 7) / 8 * 8; /* the kernel's round_up(size, 8) */
+	unsigned char *per;
 
 	if (ncpu <= 0)
 		return ncpu < 0 ? ncpu : -EINVAL;
-	per = calloc((size_t)ncpu, sizeof(*per));
+	per = calloc((size_t)ncpu, stride);
 	if (!per)
 		return -ENOMEM;
-	per[0] = *v;
+	if (v)
+		memcpy(per, v, size);
 	if (bpf_map_update_elem(fd, &table, per, BPF_ANY) < 0)
 		ret = -errno;
 	free(per);
 	return ret;
+}
+
+/* <st>'s counters that hlb_tstats2 holds a table's share of, into <ret_t2>. */
+static void tstats2_of(const struct hlb_steer_stats *st, struct hlb_steer_tstats2 *ret_t2)
+{
+	ret_t2->new_flows = st->new_flows;
+	ret_t2->ct_resched = st->ct_resched;
+	ret_t2->ct_evicted = st->ct_evicted;
+	ret_t2->ct_lost = st->ct_lost;
+	ret_t2->rst_untracked = st->rst_untracked;
+	ret_t2->closed_passed = st->closed_passed;
+	ret_t2->ct_closing = st->ct_closing;
+	memcpy(ret_t2->drops, st->drops, sizeof(ret_t2->drops));
+	/* not a table's: passed before the packet's VIP, so its table, is known */
+	ret_t2->drops[HLB_STEER_DROP_MALFORMED] = 0;
+	ret_t2->drops[HLB_STEER_DROP_FRAGMENT] = 0;
 }
 
 /*
@@ -2498,6 +2526,7 @@ static int tstats_seed(struct hashlb_steer *s, const struct hashlb_steer *g)
 {
 	struct hlb_steer_stats st;
 	struct hlb_steer_tstats v;
+	struct hlb_steer_tstats2 v2;
 	int ret;
 
 	ret = hashlb_steer_stats(s, &st);
@@ -2505,16 +2534,22 @@ static int tstats_seed(struct hashlb_steer *s, const struct hashlb_steer *g)
 		return ret;
 	v.packets = st.packets;
 	v.bytes = st.bytes;
-	return tstats_set(g->fd[M_TSTATS], 0, &v);
+	tstats2_of(&st, &v2);
+	ret = tstats_set(g->fd[M_TSTATS2], 0, &v2, sizeof(v2));
+	return ret < 0 ? ret : tstats_set(g->fd[M_TSTATS], 0, &v, sizeof(v));
 }
 
 int hashlb_steer_table_stats_clear(struct hashlb_steer *s)
 {
-	const struct hlb_steer_tstats zero = { 0 };
+	int ret;
 
 	if (s->tables < 2 || s->fd[M_TSTATS] < 0)
 		return 0;
-	return tstats_set(s->fd[M_TSTATS], s->table, &zero);
+	ret = tstats_set(s->fd[M_TSTATS], s->table, NULL, sizeof(struct hlb_steer_tstats));
+	/* of its own size: another hashlb's may be larger */
+	if (ret == 0 && s->fd[M_TSTATS2] >= 0 && s->tstats2_size)
+		ret = tstats_set(s->fd[M_TSTATS2], s->table, NULL, s->tstats2_size);
+	return ret;
 }
 
 /* <g>'s program attached where <s>'s is, in its place, at once: each packet
@@ -2634,6 +2669,7 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		s->skel = g->skel;
 		memcpy(s->fd, g->fd, sizeof(s->fd));
 		s->tables = g->tables;
+		s->tstats2_size = g->tstats2_size; /* an older program of one table had none */
 		s->backends_cap = g->backends_cap;
 		s->slots_cap = g->slots_cap;
 		s->points_cap = g->points_cap;
@@ -3413,32 +3449,57 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 	return 0;
 }
 
-int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *ret_tstats)
+int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_tstats)
 {
-	struct hlb_steer_tstats sum[HASHLB_STEER_TABLES_MAX];
+	struct hlb_steer_tstats pb[HASHLB_STEER_TABLES_MAX];
+	struct hlb_steer_tstats2 t2[HASHLB_STEER_TABLES_MAX];
 	int ret = 0;
 
-	memset(sum, 0, sizeof(sum));
 	if (s->tables < 2) {
-		struct hlb_steer_stats st;
-
-		/* the program's are its one table's (it counts no other) */
-		ret = hashlb_steer_stats(s, &st);
+		/* the program's are its one table's (it counts no other), but for
+		 * what no table counts */
+		ret = hashlb_steer_stats(s, &ret_tstats[0]);
 		if (ret < 0)
 			return ret;
-		ret_tstats[0].packets = st.packets;
-		ret_tstats[0].bytes = st.bytes;
+		ret_tstats[0].passed = ret_tstats[0].closed_passed;
+		ret_tstats[0].drops[HLB_STEER_DROP_MALFORMED] = 0;
+		ret_tstats[0].drops[HLB_STEER_DROP_FRAGMENT] = 0;
 		return 0;
 	}
 	if (s->fd[M_TSTATS] < 0 || s->tables > HASHLB_STEER_TABLES_MAX)
 		return -EOPNOTSUPP;
+	memset(pb, 0, sizeof(pb));
+	memset(t2, 0, sizeof(t2));
+	/* the other counters before the packets: a table's ct_hits, its packets less
+	 * the new flows and untracked RSTs among them, never below 0 */
+	for (uint32_t t = 0; t < s->tables && ret == 0 && s->fd[M_TSTATS2] >= 0; t++)
+		ret = percpu_sum_at(s->fd[M_TSTATS2], t, s->tstats2_size, (uint64_t *)&t2[t],
+				    sizeof(t2[t]) / 8);
 	for (uint32_t t = 0; t < s->tables && ret == 0; t++)
-		ret = percpu_sum_at(s->fd[M_TSTATS], t, sizeof(sum[t]), (uint64_t *)&sum[t],
-				    sizeof(sum[t]) / 8);
+		ret = percpu_sum_at(s->fd[M_TSTATS], t, sizeof(pb[t]), (uint64_t *)&pb[t],
+				    sizeof(pb[t]) / 8);
 	if (ret < 0)
 		return ret;
-	memcpy(ret_tstats, sum, s->tables * sizeof(sum[0]));
-	return 0;
+	for (uint32_t t = 0; t < s->tables; t++) {
+		struct hlb_steer_stats *st = &ret_tstats[t];
+		uint64_t other = t2[t].new_flows + t2[t].rst_untracked;
+
+		memset(st, 0, sizeof(*st));
+		st->packets = pb[t].packets;
+		st->bytes = pb[t].bytes;
+		st->new_flows = t2[t].new_flows;
+		st->ct_hits = st->packets > other ? st->packets - other : 0;
+		st->ct_resched = t2[t].ct_resched;
+		st->ct_evicted = t2[t].ct_evicted;
+		st->passed = t2[t].closed_passed;
+		memcpy(st->drops, t2[t].drops, sizeof(st->drops));
+		st->ct_lost = t2[t].ct_lost;
+		st->rst_untracked = t2[t].rst_untracked;
+		st->closed_passed = t2[t].closed_passed;
+		st->ct_closing = t2[t].ct_closing;
+	}
+	/* an older hashlb's program counts each table's packets and bytes alone */
+	return s->fd[M_TSTATS2] >= 0 ? 0 : 1;
 }
 
 int hashlb_steer_flows_clear(struct hashlb_steer *s)

@@ -17,7 +17,9 @@
  * of one table replaced by one of three keeps its flows (grown()), and is
  * attached in the place of the old one, at the XDP hook or tc, by the handle
  * that loaded it or one that found it (replaced_at()); one put aside by hand
- * is not replaced, and nothing changes (replace_refused()).
+ * is not replaced, and nothing changes (replace_refused()). Each table counts
+ * its own new flows, hits, drops and the rest, adding up to the program's
+ * (counted()), and a grown program's table 0 goes on from the old one's.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -328,6 +330,7 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 	struct hashlb_steer_dest d[8];
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *sa = test_steer_load(ta), *sb;
+	struct hlb_steer_stats st, t[3];
 	int held[FLOWS], saved = fd, on_a1 = 0, m;
 	uint32_t wrong;
 
@@ -352,12 +355,21 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 		exit(1);
 	}
 
+	CHECK(hashlb_steer_stats(sa, &st) == 0, "grown: no counters");
 	if (hashlb_steer_grow(sa, &o, &err) < 0) {
 		fprintf(stderr, "grow: %s\n", err.msg);
 		exit(1);
 	}
 	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
 	CHECK(hashlb_steer_tables(sa) == 3, "grown: %u tables", hashlb_steer_tables(sa));
+	/* table 0's own go on from the program of one table's, every one of them */
+	CHECK(hashlb_steer_tables_stats(sa, t) == 0 && t[0].packets == st.packets &&
+		      t[0].new_flows == st.new_flows && st.new_flows == FLOWS &&
+		      t[0].ct_hits == st.ct_hits && t[0].ct_closing == st.ct_closing &&
+		      t[1].new_flows == 0,
+	      "grown: table 0's packets %llu new flows %llu, the program of one table's %llu %llu",
+	      (unsigned long long)t[0].packets, (unsigned long long)t[0].new_flows,
+	      (unsigned long long)st.packets, (unsigned long long)st.new_flows);
 	m = test_map_of(fd, "hlb_buckets_n");
 	CHECK(m >= 0, "grown: no map hlb_buckets_n: an older hashlb would take it");
 	if (m >= 0)
@@ -386,6 +398,105 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 	hashlb_steer_free(sb);
 	hashlb_steer_free(sa);
 	hashlb_table_free(ta_drain);
+	fd = saved;
+}
+
+/* <n> packets with <flags> of flows <first>.. of VIP <v> of <vips>: how many forwarded. */
+static uint32_t send_n(const char *const *vips, uint32_t v, uint32_t first, uint32_t n,
+		       uint8_t flags)
+{
+	uint32_t sent = 0;
+
+	for (uint32_t i = first; i < first + n; i++) {
+		struct test_pkt p;
+
+		flow(&p, vips, v, i);
+		sent += send_pkt(&p, flags) >= 0;
+	}
+	return sent;
+}
+
+/*
+ * Each table counts its own, in a program of two: A's new flows (SYNs), their ACKs
+ * (conntrack hits), FINs (closing), untracked RSTs, ACKs that find no entry (lost), and B's
+ * new flows, drops with every backend down and packets passed while closed, each in its
+ * own table's figures, the other's 0, and the two adding up to the program's.
+ */
+static void counted(const struct hashlb_table *ta, const struct hashlb_table *tb)
+{
+	static const bool all_down[] = { true, true, true };
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 2 };
+	struct hashlb_table *tb_down = test_table(HASHLB_SCHEME_RING, SEED_B, names_b, 3, all_down);
+	struct hlb_steer_stats t[2], st;
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *sa = test_steer_load_opts(&o, ta), *sb;
+	int saved = fd, own;
+	const uint64_t *a, *b, *all;
+
+	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {
+		fprintf(stderr, "share: %s\n", err.msg);
+		exit(1);
+	}
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	test_set_vips(sa, vips_a, 2);
+	publish(sa, ta, 0);
+	publish(sb, tb, B_MAC);
+	test_set_vips(sb, vips_b, 2);
+
+	CHECK(send_n(vips_a, 0, 100, 10, 0x02) == 10, "A's SYNs not forwarded"); /* new 10 */
+	CHECK(send_n(vips_a, 0, 100, 10, 0x10) == 10, "A's ACKs not forwarded"); /* hits 10 */
+	CHECK(send_n(vips_a, 1, 200, 3, 0x10) == 3, "A's lost ACKs not forwarded"); /* new, lost */
+	CHECK(send_n(vips_a, 0, 100, 4, 0x11) == 4, "A's FINs not forwarded"); /* hits, closing */
+	CHECK(send_n(vips_a, 1, 300, 2, 0x04) == 2, "A's RSTs not forwarded"); /* untracked */
+	CHECK(send_n(vips_b, 0, 100, 6, 0x02) == 6, "B's SYNs not forwarded"); /* new 6 */
+	publish(sb, tb_down, B_MAC);
+	CHECK(send_n(vips_b, 1, 400, 5, 0x02) == 0, "B's SYNs forwarded, every backend down");
+	test_vips(sb, vips_b, 2, true);
+	CHECK(send_n(vips_b, 1, 500, 7, 0x02) == 0, "B's SYNs to a closed VIP forwarded");
+
+	own = hashlb_steer_tables_stats(sa, t);
+	CHECK(own == 0, "counted: tables_stats %d, not each table's all", own);
+	CHECK(hashlb_steer_stats(sa, &st) == 0, "counted: no program counters");
+	CHECK(t[0].packets == 29 && t[0].new_flows == 13 && t[0].ct_hits == 14 &&
+		      t[0].ct_lost == 3 && t[0].rst_untracked == 2 && t[0].ct_closing == 4 &&
+		      t[0].drops[HLB_STEER_DROP_NO_BACKEND] == 0 && t[0].closed_passed == 0,
+	      "counted: A's packets %llu new %llu hits %llu lost %llu rst %llu closing %llu no "
+	      "backend %llu closed %llu, want 29 13 14 3 2 4 0 0",
+	      (unsigned long long)t[0].packets, (unsigned long long)t[0].new_flows,
+	      (unsigned long long)t[0].ct_hits, (unsigned long long)t[0].ct_lost,
+	      (unsigned long long)t[0].rst_untracked, (unsigned long long)t[0].ct_closing,
+	      (unsigned long long)t[0].drops[HLB_STEER_DROP_NO_BACKEND],
+	      (unsigned long long)t[0].closed_passed);
+	CHECK(t[1].packets == 6 && t[1].new_flows == 6 && t[1].ct_hits == 0 && t[1].ct_lost == 0 &&
+		      t[1].ct_closing == 0 && t[1].drops[HLB_STEER_DROP_NO_BACKEND] == 5 &&
+		      t[1].closed_passed == 7 && t[1].passed == 7,
+	      "counted: B's packets %llu new %llu hits %llu lost %llu closing %llu no backend "
+	      "%llu closed %llu passed %llu, want 6 6 0 0 0 5 7 7",
+	      (unsigned long long)t[1].packets, (unsigned long long)t[1].new_flows,
+	      (unsigned long long)t[1].ct_hits, (unsigned long long)t[1].ct_lost,
+	      (unsigned long long)t[1].ct_closing,
+	      (unsigned long long)t[1].drops[HLB_STEER_DROP_NO_BACKEND],
+	      (unsigned long long)t[1].closed_passed, (unsigned long long)t[1].passed);
+	/* every counter a table counts: the two tables' add up to the program's */
+	a = (const uint64_t *)&t[0];
+	b = (const uint64_t *)&t[1];
+	all = (const uint64_t *)&st;
+	for (unsigned i = 0; i < sizeof(st) / 8; i++) {
+		if (i == offsetof(struct hlb_steer_stats, passed) / 8 ||
+		    i == offsetof(struct hlb_steer_stats, drops) / 8 + HLB_STEER_DROP_MALFORMED ||
+		    i == offsetof(struct hlb_steer_stats, drops) / 8 + HLB_STEER_DROP_FRAGMENT)
+			continue;
+		CHECK(a[i] + b[i] == all[i],
+		      "counted: word %u of the counters: %llu + %llu, the "
+		      "program's %llu",
+		      i, (unsigned long long)a[i], (unsigned long long)b[i],
+		      (unsigned long long)all[i]);
+	}
+	printf("counted: each of two tables its own new flows, hits, lost, untracked RSTs, "
+	       "closing, no-backend drops and closed passes, adding up to the program's\n");
+	hashlb_steer_free(sb);
+	hashlb_steer_free(sa);
+	hashlb_table_free(tb_down);
 	fd = saved;
 }
 
@@ -557,6 +668,7 @@ int main(void)
 	sa = test_steer_load_opts(&o, ta);
 	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
 	CHECK(hashlb_steer_tables(sa) == 2, "tables: %u", hashlb_steer_tables(sa));
+	counted(ta, tb);
 	older_refuses(fd, ta);
 	CHECK(hashlb_steer_share(sa, 2, &sb, &err) == -ERANGE, "table 2 of 2 shared");
 	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {

@@ -2307,7 +2307,10 @@ def shared_flows(topo, servers):
     count 10 packets and their bytes in web's packets_total and bytes_total, none in api's, the
     interface's 10 in both (interface_packets_total, interface_bytes_total), and 4 to api's alone
     count for api alone (before, each service showed the program's packets), in ctl status
-    too (JSON service_packets, service_bytes). Those 10 flows to web's VIP and 4
+    too (JSON service_packets, service_bytes); so do the other counters (new_flows_total,
+    conntrack_lost_total: each frame an ACK with no entry), beside the interface's
+    (interface_new_flows_total ...), in --stats (table_new_flows, table_ct_lost) and ctl status
+    (service_new_flows, service_ct_lost). Those 10 flows to web's VIP and 4
     to api's count 10 conntrack entries for web and 4 for api in /metrics
     (hashlb_service_steer_conntrack_entries) and in ctl status (JSON "flows", and the text
     line), each beside the interface's 14 (interface_conntrack_entries, "interface_flows":
@@ -2335,6 +2338,13 @@ def shared_flows(topo, servers):
                                ("packets", "bytes", "interface_packets", "interface_bytes"))
                     for svc in ("web", "api")}
 
+        def others():
+            # the counters besides packets and bytes, the service's own and the interface's
+            return {svc: tuple(own(svc, w + "_total") for w in
+                               ("new_flows", "conntrack_lost", "interface_new_flows",
+                                "interface_conntrack_lost"))
+                    for svc in ("web", "api")}
+
         def gained(before, after):
             return {svc: tuple(a - b for a, b in zip(after[svc], before[svc]))
                     for svc in before}
@@ -2342,6 +2352,7 @@ def shared_flows(topo, servers):
         # web alone count for web, none for api, both seeing the interface's (before, each
         # service showed the program's counters, every service's packets)
         c0 = counts()
+        o0 = others()
         wbytes = sum(f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, b"SHARED-WEB")))
                      for sp in range(46000, 46010))
         got_web = f.forwarded([b"SHARED-WEB"])
@@ -2360,6 +2371,15 @@ def shared_flows(topo, servers):
         check(gained(c1, c2) == want,
               f"shared_flows: then 4 frames to api alone ({abytes} bytes): /metrics gained "
               f"{gained(c1, c2)}, want {want}")
+        # the other counters are each service's own too, beside the interface's: each frame
+        # an ACK with no entry, a new flow and lost (before, every service showed the
+        # interface's 14 of each)
+        o2 = others()
+        want = {"web": (10, 10, 14, 14), "api": (4, 4, 14, 14)}
+        check(gained(o0, o2) == want,
+              f"shared_flows: 10 frames to web, 4 to api: /metrics (new_flows, conntrack_lost, "
+              f"interface_new_flows, interface_conntrack_lost) gained {gained(o0, o2)}, "
+              f"want {want}")
         print(f"shared_flows: 10 frames to web, then 4 to api: /metrics (packets, bytes, "
               f"interface's) {c0} -> {c1} -> {c2}", flush=True)
         # hashlb steer --stats -c: each table's packets and bytes, named by the daemon's config
@@ -2372,7 +2392,16 @@ def shared_flows(topo, servers):
         n_t = len(sj.get("table_packets") or [])
         want = {"table_packets": [c2["web"][0], c2["api"][0]] + [0] * (n_t - 2),
                 "table_bytes": [c2["web"][1], c2["api"][1]] + [0] * (n_t - 2),
+                "table_new_flows": [o2["web"][0], o2["api"][0]] + [0] * (n_t - 2),
+                "table_ct_lost": [o2["web"][1], o2["api"][1]] + [0] * (n_t - 2),
                 "table_services": ["web", "api"] + [None] * (n_t - 2)}
+        # every other table counter of each table: 0 but those the frames counted (before,
+        # a handle that shared the program zeroed its table's with garbage)
+        rest = {k: v for k, v in sj.items() if k.startswith("table_") and k not in want and
+                k not in ("table_flows", "table_packets", "table_bytes")}
+        check(rest and all(v == [0] * n_t for v in rest.values()),
+              f"shared_flows: hashlb steer -c --stats --json: the other table counters {rest}, "
+              f"want each 0 (an ACK with no entry is a new flow and lost, no more)")
         got_j = {k: sj.get(k) for k in want}
         got_t = {k: rows.get(k, "").split() for k in want}
         want_t = {k: [str(v) if v is not None else "-" for v in w] for k, w in want.items()}
@@ -2388,6 +2417,12 @@ def shared_flows(topo, servers):
                               (s.get("steering") or {}).get("service_bytes"),
                               (s.get("steering") or {}).get("packets"))
                   for s in json.loads(p.stdout)["services"]} if p.returncode == 0 else {}
+        new_js = {s["name"]: ((s.get("steering") or {}).get("service_new_flows"),
+                              (s.get("steering") or {}).get("service_ct_lost"))
+                  for s in json.loads(p.stdout)["services"]} if p.returncode == 0 else {}
+        check(new_js == {svc: o2[svc][:2] for svc in ("web", "api")},
+              f"shared_flows: ctl status JSON (service_new_flows, service_ct_lost) {new_js}, "
+              f"want /metrics' {o2}")
         text = d.ctl("status").stdout
         own_text = re.findall(r"kernel steering: (\d+) packets \((\d+) the service's\)", text)
         check(own_js == {"web": c2["web"][:2] + (c2["web"][2],),
