@@ -175,6 +175,17 @@ struct {
 	__type(value, struct hlb_steer_tstats2);
 } hlb_tstats2 SEC(".maps");
 
+/* Each table's service's name, for hashlb steer --stats without the config:
+ * written and read by the loaders alone. Named in code the verifier removes
+ * (names_held()), so that the program holds the map: a hashlb that finds the
+ * program through its maps finds it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* tables_cap, set by the loader */
+	__type(key, __u32);
+	__type(value, struct hlb_steer_tname);
+} hlb_tnames SEC(".maps");
+
 /*
  * Never read by the programs: the loader updates it as a barrier. An update
  * of a map-in-map waits for every running BPF program to finish
@@ -254,6 +265,16 @@ static __always_inline enum verdict pass(struct hlb_steer_stats *st)
 	if (st)
 		st->passed++;
 	return V_PASS;
+}
+
+/* hlb_tnames named in the program's code (its map kept with the program), never
+ * read: tables_cap is at least 1, so the verifier removes the lookup. */
+static __always_inline void names_held(void)
+{
+	__u32 zero = 0;
+
+	if (tables_cap == 0)
+		bpf_map_lookup_elem(&hlb_tnames, &zero);
 }
 
 /* The VIP half in use (bit 1 of hlb_active). */
@@ -596,6 +617,8 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 {
 	struct hlb_steer_stats *st = stats_get();
 	struct ethhdr *eth = data;
+
+	names_held();
 	/* The flow key's words: source, destination, ports (+ zero pad). */
 	__u64 kw[5];
 	struct tcphdr *tcp;

@@ -32,6 +32,8 @@
  *                                               (a program of several tables)
  *   hlb_tstats2  percpu array table -> tstats2  each table's other counters
  *                                               (a program of several tables)
+ *   hlb_tnames   array  table -> tname          each table's service's name
+ *                                               (the loader's: never read here)
  *
  * Every map the data path reads is an array: the verifier inlines array
  * lookups (a bounds check and an add), where a hash map lookup or update is
@@ -461,6 +463,14 @@ struct hlb_steer_tstats2 {
 	__u64 closed_passed;
 	__u64 ct_closing;
 	__u64 drops[HLB_STEER_DROP_MAX];
+};
+
+/* hlb_tnames' value: the name of the service whose table it is (hashlb run's,
+ * written as it takes the table; "" if none said, as hashlb steer's), NUL-padded,
+ * without a NUL at HLB_STEER_TNAME_MAX bytes: a service's name, at most that. */
+#define HLB_STEER_TNAME_MAX 64
+struct hlb_steer_tname {
+	char name[HLB_STEER_TNAME_MAX];
 };
 
 #define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)

@@ -154,9 +154,10 @@ static void usage(FILE *f)
 		"                    all but passed (a table's are its closed_passed) and\n"
 		"                    drop_malformed, drop_fragment, drop_redirect (not of an\n"
 		"                    older hashlb's program, which counts none)\n"
-		"  table_services    with -c FILE: the service of FILE whose listen address\n"
-		"                    each table serves, - (JSON null) for none; of a program\n"
-		"                    of one table, service (if FILE's serves it)\n"
+		"  table_services    each table's service: the name hashlb run gave it, or\n"
+		"                    with -c FILE the service of FILE whose listen address\n"
+		"                    it serves; - (JSON null) for none, or a table that\n"
+		"                    serves no VIP; of a program of one table, service\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
@@ -721,6 +722,26 @@ out:
 	return ret < 0 ? 1 : 0;
 }
 
+/* <names>[t]: the name hashlb run gave table t of <s>'s program (hashlb_steer_set_name(),
+ * into <buf>[t]) where the table serves a VIP in force (of a program of one table: where
+ * it serves any), NULL where it serves none or has no name (a hashlb steer's, an older
+ * hashlb's program). Whether any is named. */
+static bool program_services(struct hashlb_steer *s, char (*buf)[HLB_STEER_TNAME_MAX + 1],
+			     const char **names)
+{
+	uint32_t n = hashlb_steer_tables(s);
+	bool any = false;
+
+	for (uint32_t t = 0; t < n && t < HASHLB_STEER_TABLES_MAX; t++) {
+		if (hashlb_steer_table_name(s, t, buf[t], sizeof(buf[t])) < 0 || !buf[t][0] ||
+		    !hashlb_steer_table_serves(s, t))
+			continue;
+		names[t] = buf[t];
+		any = true;
+	}
+	return any;
+}
+
 /* <names>[t]: the service of <c> (with steering: kernel) whose listen address is a VIP in
  * force of table t of <s>'s program, NULL where none is. */
 static void table_services(struct hashlb_steer *s, const struct hashlb_config *c,
@@ -745,6 +766,7 @@ static int steer_stats(struct steer_args *a)
 	struct hlb_steer_stats st;
 	struct hlb_steer_stats tstats[HASHLB_STEER_TABLES_MAX];
 	const char *names[HASHLB_STEER_TABLES_MAX] = { NULL };
+	char named[HASHLB_STEER_TABLES_MAX][HLB_STEER_TNAME_MAX + 1];
 	uint32_t flows, tables[HASHLB_STEER_TABLES_MAX];
 	struct table_figures t = { .flows = tables };
 	int own, ret;
@@ -768,8 +790,11 @@ static int steer_stats(struct steer_args *a)
 			t.tstats = tstats;
 			t.tstats_all = own == 0;
 		}
+		/* named by the config, else by the names hashlb run gave the tables */
 		if (a->config) {
 			table_services(s, a->config, names);
+			t.services = names;
+		} else if (program_services(s, named, names)) {
 			t.services = names;
 		}
 		print_stats(a->iface, hashlb_steer_mode(s), &st, flows, hashlb_steer_flows_max(s),

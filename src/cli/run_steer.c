@@ -1152,6 +1152,15 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		}
 		if (ret < 0) /* steers on, but hashlb steer --update is not told off */
 			log_error("kernel steering not marked as hashlb run's", name, &err);
+		/* its table named in the program: hashlb steer --stats says whose without
+		 * the config */
+		ret = hashlb_steer_set_name(e->steer, name);
+		if (ret < 0) {
+			hashlb_err(&err, ret, HASHLB_ERR_SYSTEM, "naming its table: %s",
+				   strerror(-ret));
+			log_error("kernel steering: its table not named in the program", name,
+				  &err);
+		}
 		e->marked = true;
 	}
 	/*

@@ -171,6 +171,16 @@ int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *re
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_set_name(struct hashlb_steer *s, const char *name)
+{
+	return -EOPNOTSUPP;
+}
+
+int hashlb_steer_table_name(struct hashlb_steer *s, uint32_t table, char *ret_name, size_t len)
+{
+	return -EOPNOTSUPP;
+}
+
 int hashlb_steer_table_stats_clear(struct hashlb_steer *s)
 {
 	return -EOPNOTSUPP;

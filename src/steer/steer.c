@@ -60,6 +60,7 @@ enum map_id {
 	M_STATS2,
 	M_TSTATS,
 	M_TSTATS2,
+	M_TNAMES,
 	M_MAX
 };
 
@@ -69,7 +70,7 @@ static const char *const map_names[M_MAX] = {
 	[M_BACKENDS] = "hlb_backends", [M_BSLOTS] = "hlb_bslots",   [M_SLOTS] = "hlb_slots",
 	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_CT] = "hlb_ct",
 	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_STATS2] = "hlb_stats2",
-	[M_TSTATS] = "hlb_tstats",     [M_TSTATS2] = "hlb_tstats2",
+	[M_TSTATS] = "hlb_tstats",     [M_TSTATS2] = "hlb_tstats2", [M_TNAMES] = "hlb_tnames",
 };
 
 /*
@@ -108,6 +109,9 @@ struct hashlb_steer {
 	uint32_t stats_size, stats2_size;
 	/* hlb_tstats2's value size: read by it, as hlb_stats2's (0: none, an older program) */
 	uint32_t tstats2_size;
+	/* the name this handle gave its table (hashlb_steer_set_name()), written again
+	 * into a program that replaces its own (hashlb_steer_grow()) */
+	char name[HLB_STEER_TNAME_MAX + 1];
 	/* the program reads hash_prefix (struct hlb_steer_table's v4_prefix,
 	 * v6_prefix); one an older hashlb loaded had padding there */
 	bool reads_prefix;
@@ -353,11 +357,12 @@ static int map_open(uint32_t id, struct bpf_map_info *ret_mi)
 /* Whether hashlb's program found on an interface must use map <m> to be this
  * hashlb version's: the barrier map is no program's (waited for by time
  * without it, steer_flip()), hlb_stats2 an older program's lacks
- * (its counters read 0), and hlb_tstats and hlb_tstats2 (no table's own counters). One rule for
+ * (its counters read 0), hlb_tstats and hlb_tstats2 (no table's own counters), and
+ * hlb_tnames (no table's service named). One rule for
  * attach()'s and hashlb_steer_find()'s. */
 static bool map_required(int m)
 {
-	return m != M_SYNC && m != M_STATS2 && m != M_TSTATS && m != M_TSTATS2;
+	return m != M_SYNC && m != M_STATS2 && m != M_TSTATS && m != M_TSTATS2 && m != M_TNAMES;
 }
 
 /* The index in map_names of map <name>, or -1: not one of hashlb's. */
@@ -810,6 +815,7 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
 	bpf_map__set_max_entries(s->skel->maps.hlb_tstats, s->tables);
 	bpf_map__set_max_entries(s->skel->maps.hlb_tstats2, s->tables);
+	bpf_map__set_max_entries(s->skel->maps.hlb_tnames, s->tables);
 	ret = s->tables > 1 ? map_renamed(s->skel->maps.hlb_buckets, MULTI_BUCKETS_NAME) : 0;
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s", MULTI_BUCKETS_NAME,
@@ -849,6 +855,7 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	s->fd[M_STATS2] = bpf_map__fd(s->skel->maps.hlb_stats2);
 	s->fd[M_TSTATS] = bpf_map__fd(s->skel->maps.hlb_tstats);
 	s->fd[M_TSTATS2] = bpf_map__fd(s->skel->maps.hlb_tstats2);
+	s->fd[M_TNAMES] = bpf_map__fd(s->skel->maps.hlb_tnames);
 	s->tstats2_size = sizeof(struct hlb_steer_tstats2);
 	s->stats_size = HLB_STEER_STATS_SIZE;
 	s->stats2_size = sizeof(struct hlb_steer_stats2);
@@ -2539,6 +2546,41 @@ static int tstats_seed(struct hashlb_steer *s, const struct hashlb_steer *g)
 	return ret < 0 ? ret : tstats_set(g->fd[M_TSTATS], 0, &v, sizeof(v));
 }
 
+/* Table <table>'s name in <s>'s program's hlb_tnames: <name> (at most
+ * HLB_STEER_TNAME_MAX bytes), NUL-padded. 0 or -errno. */
+static int name_write(struct hashlb_steer *s, uint32_t table, const char *name)
+{
+	struct hlb_steer_tname v;
+
+	memset(&v, 0, sizeof(v));
+	memcpy(v.name, name, strnlen(name, sizeof(v.name)));
+	if (bpf_map_update_elem(s->fd[M_TNAMES], &table, &v, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+int hashlb_steer_set_name(struct hashlb_steer *s, const char *name)
+{
+	if (strlen(name) > HLB_STEER_TNAME_MAX)
+		return -ENAMETOOLONG;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (s->fd[M_TNAMES] < 0)
+		return 0; /* an older hashlb's program: it names no table */
+	return name_write(s, s->tables > 1 ? s->table : 0, name);
+}
+
+int hashlb_steer_table_name(struct hashlb_steer *s, uint32_t table, char *ret_name, size_t len)
+{
+	struct hlb_steer_tname v;
+
+	if (s->fd[M_TNAMES] < 0)
+		return -EOPNOTSUPP;
+	if (bpf_map_lookup_elem(s->fd[M_TNAMES], &table, &v) < 0)
+		return -errno;
+	snprintf(ret_name, len, "%.*s", (int)sizeof(v.name), v.name);
+	return 0;
+}
+
 int hashlb_steer_table_stats_clear(struct hashlb_steer *s)
 {
 	int ret;
@@ -2635,6 +2677,8 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		ret = table0_copy(s, g);
 		if (ret == 0)
 			ret = tstats_seed(s, g);
+		if (ret == 0 && s->name[0])
+			ret = name_write(g, 0, s->name);
 		if (ret < 0)
 			hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "copying table 0: %s",
 				   strerror(-ret));

@@ -19,7 +19,8 @@
  * that loaded it or one that found it (replaced_at()); one put aside by hand
  * is not replaced, and nothing changes (replace_refused()). Each table counts
  * its own new flows, hits, drops and the rest, adding up to the program's
- * (counted()), and a grown program's table 0 goes on from the old one's.
+ * (counted()), and a grown program's table 0 goes on from the old one's, its
+ * name too.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -331,6 +332,7 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *sa = test_steer_load(ta), *sb;
 	struct hlb_steer_stats st, t[3];
+	char name[HLB_STEER_TNAME_MAX + 1];
 	int held[FLOWS], saved = fd, on_a1 = 0, m;
 	uint32_t wrong;
 
@@ -356,6 +358,7 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 	}
 
 	CHECK(hashlb_steer_stats(sa, &st) == 0, "grown: no counters");
+	CHECK(hashlb_steer_set_name(sa, "web") == 0, "grown: table not named");
 	if (hashlb_steer_grow(sa, &o, &err) < 0) {
 		fprintf(stderr, "grow: %s\n", err.msg);
 		exit(1);
@@ -370,6 +373,10 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 	      "grown: table 0's packets %llu new flows %llu, the program of one table's %llu %llu",
 	      (unsigned long long)t[0].packets, (unsigned long long)t[0].new_flows,
 	      (unsigned long long)st.packets, (unsigned long long)st.new_flows);
+	/* and its name (hashlb steer --stats names the table without the config) */
+	CHECK(hashlb_steer_table_name(sa, 0, name, sizeof(name)) == 0 && !strcmp(name, "web") &&
+		      hashlb_steer_table_name(sa, 1, name, sizeof(name)) == 0 && !name[0],
+	      "grown: table 0 not named as before the swap, or table 1 named: '%s'", name);
 	m = test_map_of(fd, "hlb_buckets_n");
 	CHECK(m >= 0, "grown: no map hlb_buckets_n: an older hashlb would take it");
 	if (m >= 0)

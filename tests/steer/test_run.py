@@ -2318,6 +2318,8 @@ def shared_flows(topo, servers):
     table's entries, web's 10 and api's 4; once a reload removes api, whose entries leave with
     its VIP, web still counts its 10, the interface 10, and --stats api's table 0; api added again
     (on the table it left) counts its packets and bytes from 0 (before, from the removed api's).
+    hashlb steer -i eth0 --stats without the config names each table's service (the names the
+    daemon gave the tables in the program), api's none once it is removed.
     Before, each
     service showed the program's 14, and summing them counted each entry once per service; and
     --stats showed the program's 14 alone."""
@@ -2458,6 +2460,14 @@ def shared_flows(topo, servers):
         check(len(tf) >= 2 and tf == [10, 4] + [0] * (len(tf) - 2) and text == [tf],
               f"shared_flows: hashlb steer --stats' entries of each table: --json "
               f"{st.get('table_flows')}, text {text}: {p.stdout} {p.stderr}")
+        # and, without the config, each table's service: the names the daemon gave the tables
+        # in the program (before, --stats named none without -c)
+        svc_t = re.findall(r"^table_services +(.*)$", p.stdout, re.M)
+        want_svc = ["web", "api"] + [None] * (len(tf) - 2)
+        check(st.get("table_services") == want_svc and
+              svc_t == [" ".join(v or "-" for v in want_svc)],
+              f"shared_flows: hashlb steer -i eth0 --stats (no -c): table_services --json "
+              f"{st.get('table_services')}, text {svc_t}, want {want_svc}")
         print(f"shared_flows: 10 flows to web, 4 to api: /metrics {figures}, --stats flows "
               f"{st.get('flows')}, table_flows {tf} (text {text}), ctl status "
               f"{js}", flush=True)
@@ -2466,9 +2476,11 @@ def shared_flows(topo, servers):
         m = scrape(d)
         after = (own("web"), own("web", "interface_conntrack_entries"), own("api"))
         st = steer_stats(topo)
-        check(after == (10, 10, None) and (st.get("table_flows") or [])[:2] == [10, 0],
+        check(after == (10, 10, None) and (st.get("table_flows") or [])[:2] == [10, 0] and
+              (st.get("table_services") or [])[:2] == ["web", None],
               f"shared_flows: api removed: web's (own, interface's) entries and api's {after}, "
-              f"--stats' of each table {st.get('table_flows')}")
+              f"--stats' of each table {st.get('table_flows')}, its services (no -c: api's "
+              f"table serves no VIP) {st.get('table_services')}")
         print(f"shared_flows: api removed: web's entries, the interface's, api's {after}",
               flush=True)
         # api added again takes the table it left (the first no service has): its packets and
