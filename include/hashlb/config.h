@@ -648,6 +648,25 @@ const char *hashlb_drain_ms_text(uint64_t ms, char buf[HASHLB_DRAIN_MS_STRLEN]);
 const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_config *c,
 						       const char *name);
 
+/* Whether passive-only health applies to a service (docs/control.md, "Health"), else why not. */
+enum hashlb_passive_only {
+	HASHLB_PASSIVE_ONLY_APPLIES = 0, /* checks off, passive on, more than one backend */
+	HASHLB_PASSIVE_ONLY_CHECKS_ON, /* the checks decide; failed connects count toward fall */
+	HASHLB_PASSIVE_ONLY_PASSIVE_OFF, /* passive: false: every backend up, whatever its connects */
+	/* the service's only backend, never held out (nginx's rule): it would refuse every
+	 * client for the hold, though it may be back already */
+	HASHLB_PASSIVE_ONLY_LONE_BACKEND,
+	HASHLB_PASSIVE_ONLY_MAX
+};
+
+/*
+ * Whether passive-only health applies to <s>: the one rule that the pool (which holds
+ * backends), hashlb check (which prints it and warns of a health.passive_hold nothing reads)
+ * and the docs follow. Kernel steering is not looked at: the daemon's own listener on the VIP
+ * connects while the kernel has no table of the service.
+ */
+enum hashlb_passive_only hashlb_service_passive_only(const struct hashlb_service_cfg *s);
+
 /*
  * The backup rule over <n> backends: while any that is not a backup is up
  * (not <down>) with a weight, every backup is down. Applied to <down>.

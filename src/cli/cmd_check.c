@@ -130,9 +130,12 @@ static void print_health(const struct hashlb_service_cfg *s)
 	const struct hashlb_health_cfg *h = &s->health;
 	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
 
-	/* passive-only health: never a lone backend, and kernel steering makes no connect */
-	if (!h->enabled &&
-	    (!h->passive || s->n_backends < 2 || s->steering == HASHLB_STEERING_KERNEL)) {
+	/* passive-only health, unless kernel steering makes the connects (only the daemon's
+	 * listener, while the kernel has no table, makes some: docs/control.md, "Health") */
+	bool passive_only = hashlb_service_passive_only(s) == HASHLB_PASSIVE_ONLY_APPLIES &&
+			    s->steering != HASHLB_STEERING_KERNEL;
+
+	if (!h->enabled && !passive_only) {
 		printf("  health       off (every backend counts as up)\n");
 		return;
 	}

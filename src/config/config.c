@@ -3038,7 +3038,8 @@ static void service_passive_hold_unread(const struct hashlb_config *c,
 {
 	char msg[320];
 
-	if (!s->health.enabled || !s->health.passive_hold_pos.line)
+	if (!s->health.passive_hold_pos.line ||
+	    hashlb_service_passive_only(s) != HASHLB_PASSIVE_ONLY_CHECKS_ON)
 		return;
 	if (*n < max) {
 		snprintf(msg, sizeof(msg),
@@ -3412,6 +3413,17 @@ const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_confi
 			return &c->services[i];
 	}
 	return NULL;
+}
+
+enum hashlb_passive_only hashlb_service_passive_only(const struct hashlb_service_cfg *s)
+{
+	if (s->health.enabled)
+		return HASHLB_PASSIVE_ONLY_CHECKS_ON;
+	if (!s->health.passive)
+		return HASHLB_PASSIVE_ONLY_PASSIVE_OFF;
+	if (s->n_backends < 2)
+		return HASHLB_PASSIVE_ONLY_LONE_BACKEND;
+	return HASHLB_PASSIVE_ONLY_APPLIES;
 }
 
 void hashlb_backup_rule(bool *down, const bool *backup, const uint32_t *weight, uint32_t n)

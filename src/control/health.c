@@ -146,8 +146,6 @@ void hlb_health_passive_end(struct hlb_health *h)
 
 bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
 {
-	if (!p->passive_hold_ms) /* checks on, or passive off: no trial, no growth */
-		hlb_health_passive_end(h);
 	if (h->hold_until_ms && (!p->passive_hold_ms || now_ms >= h->hold_until_ms)) {
 		h->hold_until_ms = 0;
 		if (p->passive_hold_ms && !h->raw_up) { /* up on trial, only assumed */

@@ -101,8 +101,10 @@ bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, b
 bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
 			bool succeeded, uint64_t now_ms);
 
-/* Passive-only health no longer applies: no trial, no hold growth (a hold, if any, is the
- * caller's to end). */
+/* Passive-only health no longer applies: no trial, no hold growth (a hold, if any, ends at
+ * the next hlb_health_tick()). The caller ends them as it stops applying (<passive_hold_ms>
+ * set to 0), not the ticks: a trial left over would take the backend down at its first failure
+ * once it applies again, held for twice the hold before. */
 void hlb_health_passive_end(struct hlb_health *h);
 
 /*

@@ -1712,6 +1712,8 @@ void hlb_pool_failing(struct hlb_pool *p)
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		struct hlb_pool_service *s = p->svcs[i];
 
+		if (s->hp.passive_hold_ms) /* passive-only health counts the failures */
+			s->tick_all = true;
 		if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV)
 			continue;
 		/* no debounce: the worker's news is one per burst already, and
@@ -1719,10 +1721,6 @@ void hlb_pool_failing(struct hlb_pool *p)
 		for (uint32_t j = 0; j < s->n_backends; j++)
 			retry_watch(s, j, 0);
 		s->tick_all = true; /* watched by the ticks until its tables have it down */
-	}
-	for (uint32_t i = 0; i < p->n_svcs; i++) { /* passive-only health counts the failures */
-		if (p->svcs[i]->hp.passive_hold_ms)
-			p->svcs[i]->tick_all = true;
 	}
 }
 
@@ -1803,7 +1801,7 @@ static bool backend_unchecked_set_up(struct hlb_pool_backend *b, const struct ha
 	/* held by passive-only health, which the new config keeps: until its hold is over, or
 	 * held for flapping until its penalty decays (a checked one's damping ends here) */
 	if ((b->health.hold_until_ms || (was_passive_only && b->health.suppressed)) &&
-	    c->health.passive && c->n_backends > 1)
+	    hashlb_service_passive_only(c) == HASHLB_PASSIVE_ONLY_APPLIES)
 		return false;
 	backend_health_restart(b, true, now);
 	backend_set_healthy(b, true);
@@ -2287,11 +2285,10 @@ static void service_health_params(struct hlb_pool_service *s)
 	s->hp.rise = h->rise ? h->rise : 1;
 	s->hp.fall = h->fall ? h->fall : 1;
 	s->hp.half_life_ms = hlb_health_half_life(h->interval_ms, s->hp.rise, s->hp.fall);
-	/* checks off: the forwarder's failed connects alone take a backend down, for a hold;
-	 * never a service's only backend (nginx's rule): held out, it would refuse every
-	 * client for the hold though it may be back already */
-	s->hp.passive_hold_ms =
-		!h->enabled && h->passive && s->cfg->n_backends > 1 ? h->passive_hold_ms : 0;
+	/* checks off: the forwarder's failed connects alone take a backend down, for a hold */
+	s->hp.passive_hold_ms = hashlb_service_passive_only(s->cfg) == HASHLB_PASSIVE_ONLY_APPLIES
+					? h->passive_hold_ms
+					: 0;
 }
 
 /* Start every backend's checks, spread evenly over the interval. */
