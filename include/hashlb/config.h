@@ -108,8 +108,8 @@ struct hashlb_health_cfg {
 	 * trial: one more failure, down again for twice as long (up to 8 times). */
 	bool passive;
 	uint32_t passive_hold_ms;
-	/* where passive_hold is written (line 0: not written): with checks on it is read by
-	 * nothing, which hashlb_config_warnings() says */
+	/* where passive_hold is written (line 0: not written): with checks on or passive off it
+	 * is read by nothing, which hashlb_config_warnings() says */
 	struct hashlb_pos passive_hold_pos;
 };
 

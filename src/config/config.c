@@ -3030,23 +3030,31 @@ static void service_none_takes_clients(const struct hashlb_config *c,
 	(*n)++;
 }
 
-/* Service <s>'s health.passive_hold written with checks on, where it holds nothing (the checks
- * bring a backend back, not a hold's end): into <w>[*n] (while below <max>), counted in <*n>. */
+/* Service <s>'s health.passive_hold written where it holds nothing: with checks on (the checks
+ * bring a backend back, not a hold's end) or passive off (no connect takes a backend down). A
+ * lone backend's is not: a reload or a host name's answer may give the service more. Into
+ * <w>[*n] (while below <max>), counted in <*n>. */
 static void service_passive_hold_unread(const struct hashlb_config *c,
 					const struct hashlb_service_cfg *s, struct hashlb_error *w,
 					size_t max, size_t *n)
 {
+	enum hashlb_passive_only why = hashlb_service_passive_only(s);
 	char msg[320];
 
 	if (!s->health.passive_hold_pos.line ||
-	    hashlb_service_passive_only(s) != HASHLB_PASSIVE_ONLY_CHECKS_ON)
+	    (why != HASHLB_PASSIVE_ONLY_CHECKS_ON && why != HASHLB_PASSIVE_ONLY_PASSIVE_OFF))
 		return;
 	if (*n < max) {
-		snprintf(msg, sizeof(msg),
-			 "service '%s': health.passive_hold holds a backend only with checks off "
-			 "(health.enabled: false); with checks on, failed connects count toward "
-			 "fall and the checks bring it back: the setting does nothing here",
-			 s->name);
+		snprintf(
+			msg, sizeof(msg),
+			"service '%s': health.passive_hold holds a backend only with %s: the "
+			"setting does nothing here",
+			s->name,
+			why == HASHLB_PASSIVE_ONLY_CHECKS_ON
+				? "checks off (health.enabled: false); with checks on, failed "
+				  "connects count toward fall and the checks bring it back"
+				: "passive on; with health.passive: false, no failed connect takes "
+				  "a backend down");
 		warning_at(c, s->health.passive_hold_pos, msg, w + *n);
 	}
 	(*n)++;

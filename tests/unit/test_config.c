@@ -1582,6 +1582,37 @@ static void test_passive_hold_with_checks_on_warns(void **state)
 }
 
 /*
+ * health.passive_hold written with passive off holds nothing either (no failed connect takes a
+ * backend down): warned of at the key, checks on or off, a lone backend too. Not with passive on
+ * and checks off, where it is read, a lone backend's included (a reload or a host name's answer
+ * may give the service more).
+ */
+static void test_passive_hold_with_passive_off_warns(void **state)
+{
+	struct hashlb_error w[4];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok(MINIMAL "      - {name: b, address: \"127.0.0.1:9002\"}\n"
+			    "    health:\n      enabled: false\n      passive: false\n"
+			    "      passive_hold: 5s\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 1);
+	assert_int_equal(w[0].line, 11);
+	assert_int_equal(w[0].column, 7); /* the key's */
+	assert_non_null(strstr(w[0].msg, "service 'web': health.passive_hold holds a backend only "
+					 "with passive on; with health.passive: false"));
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    health: {enabled: false, passive: false, passive_hold: 5s}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 1);
+	assert_non_null(strstr(w[0].msg, "with passive on"));
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "      - {name: b, address: \"127.0.0.1:9002\"}\n"
+			    "    health: {enabled: false, passive: true, passive_hold: 5s}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
+	hashlb_config_free(c);
+}
+
+/*
  * A duration written as a number alone loads as milliseconds (old files keep loading) but is
  * warned of at its place, with what it was read as and how to write it: "connect: 5" meant
  * 5s more likely than 5ms. Seconds are suggested only where they are in range and a day at
@@ -4286,6 +4317,7 @@ int main(void)
 		cmocka_unit_test(test_shared_address_warned),
 		cmocka_unit_test(test_bare_duration_warned),
 		cmocka_unit_test(test_passive_hold_with_checks_on_warns),
+		cmocka_unit_test(test_passive_hold_with_passive_off_warns),
 		cmocka_unit_test(test_bare_duration_suggestions),
 		cmocka_unit_test(test_bare_duration_anchor_two_settings),
 		cmocka_unit_test(test_loop),
