@@ -699,6 +699,8 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 		hlb_check_stop(&b->check);
 		b->check_latency_old = true;
 	}
+	if (b->svc->hp.passive_hold_ms) /* the last taking clients gone: one held is released */
+		b->svc->tick_all = true;
 	service_schedule(b->svc, false);
 	return 0;
 }
@@ -722,6 +724,8 @@ int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 	b->rt->weight = weight;
 	if (!was)
 		backend_returns(b, hlb_now_ms());
+	if (!weight && b->svc->hp.passive_hold_ms) /* as hlb_pool_set_admin() */
+		b->svc->tick_all = true;
 	service_schedule(b->svc, true);
 	return 0;
 }
@@ -1175,6 +1179,15 @@ static uint64_t backend_served(const struct hlb_pool_backend *b)
 	return c.total;
 }
 
+/* <b>, held by passive-only health, is up on trial: its failures before the hold are no run of
+ * now, and its next one starts a run, which wakes the control thread */
+static void backend_trial_start(struct hlb_pool_backend *b)
+{
+	atomic_store_explicit(&b->rt->consecutive_fail, 0, memory_order_relaxed);
+	b->seen_run = 0;
+	b->trial_served = backend_served(b);
+}
+
 static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 {
 	/* every backend every tick: only its run of failed connects, not the
@@ -1216,13 +1229,8 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 		/* two changes: back where it was */
 		if (hlb_health_tick(&b->health, &b->svc->hp, now))
 			cause = cause ? NULL : held && b->health.raw_up ? "hold_over" : "damping";
-		if (held && b->health.raw_up) {
-			/* on trial: its failures before the hold are no run of now, and
-			 * its next one starts a run, which wakes the control thread */
-			atomic_store_explicit(&b->rt->consecutive_fail, 0, memory_order_relaxed);
-			b->seen_run = 0;
-			b->trial_served = backend_served(b);
-		}
+		if (held && b->health.raw_up)
+			backend_trial_start(b);
 	}
 	if (cause)
 		backend_health_changed(b, now, cause, err); /* 0 unless passive */
@@ -1725,6 +1733,40 @@ void hlb_pool_failing(struct hlb_pool *p)
 }
 
 /*
+ * Passive-only health holds out none of <s>'s backends while it is the last that takes clients
+ * (backend_tick()), but an operator (drain, maint, weight 0) or a reload taking the last other
+ * one out leaves those held before held until their holds end (up to 8 holds, or a flap
+ * penalty's decay), with no backend taking clients. So <b>, held but ready with a weight, the
+ * one whose hold ends first, is released then: up on trial at once, as at its hold's end, its
+ * flap damping forgotten (as when it leaves maint), said cause=last_backend; as the last one,
+ * its failures count for nothing until another takes clients again.
+ */
+static void backend_release_last(struct hlb_pool_backend *b, uint64_t now)
+{
+	bool held = !b->health.raw_up;
+
+	if (b->health.suppressed) {
+		b->health.penalty = 0.0;
+		b->health.suppressed = false;
+	}
+	if (b->health.hold_until_ms)
+		b->health.hold_until_ms = now;
+	if (!hlb_health_tick(&b->health, &b->svc->hp, now))
+		return;
+	if (held && b->health.raw_up)
+		backend_trial_start(b);
+	backend_health_changed(b, now, "last_backend", 0);
+}
+
+/* Whether <b> (passive-only health) is held out of taking clients it could take: ready with a
+ * weight, down for a hold or for flapping */
+static bool backend_held_out(const struct hlb_pool_backend *b)
+{
+	return b->admin == HASHLB_ADMIN_READY && b->rt->weight && !b->health.up &&
+	       (b->health.hold_until_ms || b->health.suppressed);
+}
+
+/*
  * Each backend of <s>, at a tick: its passive health and flap decay (checks
  * on), its ramp, and on Maglev its failing connects (retry_watch()). Only
  * while one of them may be under way (s->tick_all): with checks off, every
@@ -1734,7 +1776,8 @@ void hlb_pool_failing(struct hlb_pool *p)
  */
 static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 {
-	bool again = s->cfg->health.enabled;
+	bool again = s->cfg->health.enabled, taken = false;
+	struct hlb_pool_backend *release = NULL; /* held, the first to come back */
 	uint64_t hold_next = 0;
 
 	for (uint32_t j = 0; j < s->n_backends; j++) {
@@ -1745,6 +1788,10 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 							   memory_order_relaxed);
 		backend_tick(b, now);
 		again |= retry_watch(s, j, HLB_POOL_DEBOUNCE_MS) || b->ramp_start_ms;
+		taken |= hlb_pool_backend_up(b) && b->rt->weight;
+		if (s->hp.passive_hold_ms && backend_held_out(b) &&
+		    (!release || b->health.hold_until_ms < release->health.hold_until_ms))
+			release = b;
 		/* passive-only: a run of failures of a backend taking clients (up, ready, weight
 		 * above 0; one that takes them again is followed again: backend_returns()) to
 		 * follow (a new run is the worker's word: hlb_pool_failing(); one that gets no
@@ -1758,6 +1805,8 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 		if (b->health.hold_until_ms && (!hold_next || b->health.hold_until_ms < hold_next))
 			hold_next = b->health.hold_until_ms;
 	}
+	if (release && !taken) /* none takes clients: the first held to come back does */
+		backend_release_last(release, now); /* (<hold_next> maybe its: a spare visit) */
 	s->seen_stale = false;
 	s->tick_visits += s->n_backends;
 	s->hold_next_ms = hold_next;

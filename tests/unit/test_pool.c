@@ -2908,6 +2908,68 @@ static void test_passive_only_keeps_the_last_backend_up(void **state)
 }
 
 /*
+ * Passive-only health: held backends are released when an operator (drain, weight 0) or a
+ * reload takes the last other one out: the one whose hold ends first is up on trial at once,
+ * said cause=last_backend, and as the last it is held out by none of its failures; once
+ * another takes clients, its next failure holds it for twice the hold before. Before, the rule
+ * that keeps the last backend up prevented new holds only: those held stayed held until their
+ * holds ended (up to 8 holds), and no backend took clients.
+ */
+static void test_passive_only_releases_a_held_backend_left_last(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b0, *b1, *b2;
+	struct hashlb_config *next;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 3, 60000, &l);
+	b0 = hlb_pool_backend_find(f.svc, "b0");
+	b1 = hlb_pool_backend_find(f.svc, "b1");
+	b2 = hlb_pool_backend_find(f.svc, "b2");
+	loop_for(&f, 150);
+	forwarder_fails(&f, b0, 3);
+	loop_until_health(&f, b0, false);
+	loop_for(&f, 20); /* b1's hold ends after b0's */
+	forwarder_fails(&f, b1, 3);
+	loop_until_health(&f, b1, false);
+	assert_int_equal(hlb_pool_set_admin(b2, HASHLB_ADMIN_DRAIN), 0);
+	loop_until_health(&f, b0, true); /* the first hold to end */
+	assert_true(b0->health.trial);
+	assert_false(b1->health.up);
+	assert_string_equal(l.text[l.n - 1], "msg=\"backend up\" service=web backend=b0 "
+					     "cause=last_backend flaps=0");
+	hlb_pool_flush(f.pool);
+	assert_false(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 0));
+	forwarder_fails(&f, b0, 5); /* the last: counted for nothing */
+	loop_for(&f, 120);
+	assert_true(b0->health.up);
+	assert_int_equal(hlb_pool_set_admin(b2, HASHLB_ADMIN_READY), 0);
+	forwarder_fails(&f, b0, 6); /* another takes clients: on trial, held at once, longer */
+	loop_until_health(&f, b0, false);
+	assert_int_equal(b0->health.hold_ms, 120000);
+
+	/* weight 0 by hlb_pool_set_weight (ctl set): b1 released, its hold the first to end now */
+	assert_int_equal(hlb_pool_set_weight(b2, 0), 0);
+	loop_until_health(&f, b1, true);
+	assert_false(b0->health.up);
+	assert_int_equal(hlb_pool_set_weight(b2, 1), 0);
+	forwarder_fails(&f, b1, 1); /* on trial: one failure holds it again */
+	loop_until_health(&f, b1, false);
+
+	/* a reload that drains b2: b0 released (both held for 120 s now, b0's since before) */
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].health.passive_hold_ms = 60000;
+	next->services[0].backends[2].admin = HASHLB_ADMIN_DRAIN;
+	fixture_reload(&f, next);
+	assert_int_equal(b2->admin, HASHLB_ADMIN_DRAIN);
+	loop_until_health(&f, b0, true);
+	assert_false(b1->health.up);
+	assert_true(b2->health.up);
+	fixture_teardown(&f);
+}
+
+/*
  * A backend on trial after its hold that serves a client is on trial no more: its next failed
  * connect is one of fall, not a new hold twice as long. A worker's successful connect resets
  * the run only when it is not 0 already, and on trial it is: before, the control thread never
@@ -3600,6 +3662,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_reload_keeps_flap_damping),
 		cmocka_unit_test(test_passive_only_weight_0_run_not_followed),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
+		cmocka_unit_test(test_passive_only_releases_a_held_backend_left_last),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
 		cmocka_unit_test(test_passive_only_reload_off_ends_trial),
