@@ -322,6 +322,9 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 	o->len--; /* reopen the object */
 	hlb_buf_printf(o, ",\"close_on_return\":%s",
 		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false");
+	/* passive-only health: its holds, and the time left of the one under way (0: none) */
+	hlb_buf_printf(o, ",\"passive_holds\":%" PRIu64 ",\"hold_left_ms\":%" PRIu64,
+		       b->passive_holds, snap ? hlb_pool_backend_hold_left_ms(b, hlb_now_ms()) : 0);
 	json_closed_ends(o, &c);
 	hlb_buf_puts(o, ",\"each_address\":");
 	/* the each_address entry it comes from (its name as written), for tools to group by */
@@ -649,9 +652,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			struct hlb_backend_counters c;
 			char ramp[32] = "", addr[HASHLB_ADDR_STRLEN];
 			char resolved[HASHLB_ADDR_STRLEN + 16] = "", skipped[48] = "";
-			char check[16] = "-", connect[16] = "-";
+			char check[16] = "-", connect[16] = "-", held[32] = "";
+			uint64_t left =
+				removed ? 0 : hlb_pool_backend_hold_left_ms(b, hlb_now_ms());
 
 			hlb_backend_counters_read(b->rt, &c);
+			if (left) /* passive-only health: tried again then */
+				snprintf(held, sizeof(held), " held %.1fs", (double)left / 1e3);
 			if (hashlb_addr_is_name(b->rt->address)) { /* where the name points now */
 				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
 				snprintf(resolved, sizeof(resolved), " resolved %s", addr);
@@ -675,13 +682,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			hlb_buf_printf(
 				o,
 				"  %-*s %-22s %6u %-8s %-9s %7.3f%% %8" PRIu64 " %6" PRIu64
-				" %6" PRIu64 " %6s %8s%s%s%s%s\n",
+				" %6" PRIu64 " %6s %8s%s%s%s%s%s\n",
 				16 + hashlb_text_extra_bytes(b->rt->name), b->rt->name,
 				b->rt->address, b->rt->weight, backend_state_name(b, removed),
 				removed ? "removed" : health_name(b),
 				removed ? 0.0 : 100.0 * hlb_pool_service_share(s, j), c.active,
 				c.total, c.connect_fail + c.connect_timeout, check, connect, ramp,
-				b->rt->backup ? " backup" : "", resolved, skipped);
+				held, b->rt->backup ? " backup" : "", resolved, skipped);
 		}
 		drained_text(o, s);
 	}

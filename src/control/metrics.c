@@ -42,6 +42,8 @@ enum bfield {
 	B_CHECKS_SKIPPED,
 	B_CHECK_LATENCY,
 	B_FLAPS,
+	B_PASSIVE_HOLDS,
+	B_PASSIVE_HOLD_LEFT,
 	B_MAX
 };
 
@@ -99,6 +101,12 @@ static const struct family_desc bfamilies[B_MAX] = {
 	[B_FLAPS] = { "hashlb_backend_flaps_total", "counter",
 		      "Times the backend's health went down: failed checks, or failed connects "
 		      "of the forwarder (passive)." },
+	[B_PASSIVE_HOLDS] = { "hashlb_backend_passive_holds_total", "counter",
+			      "Times passive-only health (checks off) held the backend out for "
+			      "its failed connects." },
+	[B_PASSIVE_HOLD_LEFT] = { "hashlb_backend_passive_hold_remaining_seconds", "gauge",
+				  "Time left of the backend's passive-only hold, after which it is "
+				  "tried again; 0 if not held." },
 };
 
 /* The families a scrape asks for (name[]): <len> bytes of names back to back, each ending
@@ -346,6 +354,12 @@ static double bvalue(const struct series *x, enum bfield f)
 		return (double)b->check_latency_ns / 1e9;
 	case B_FLAPS:
 		return (double)b->health.flaps;
+	case B_PASSIVE_HOLDS:
+		return (double)b->passive_holds;
+	case B_PASSIVE_HOLD_LEFT: /* one a reload removed is held no more */
+		return j < s->n_backends
+			       ? (double)hlb_pool_backend_hold_left_ms(b, hlb_now_ms()) / 1e3
+			       : 0.0;
 	default:
 		return 0;
 	}

@@ -131,6 +131,16 @@ bool hlb_pool_backend_passive_only(const struct hlb_pool_backend *b)
 	return b->svc->hp.passive_hold_ms && b->admin != HASHLB_ADMIN_MAINT;
 }
 
+uint64_t hlb_pool_backend_hold_left_ms(const struct hlb_pool_backend *b, uint64_t now_ms)
+{
+	uint64_t until = b->health.hold_until_ms;
+
+	/* one that checks turned on since is held no more, though its tick has yet to say so */
+	if (!b->svc || !b->svc->hp.passive_hold_ms || until <= now_ms)
+		return 0;
+	return until - now_ms;
+}
+
 bool hlb_pool_backend_up(const struct hlb_pool_backend *b)
 {
 	return b->admin == HASHLB_ADMIN_READY && b->health.up;
@@ -1215,7 +1225,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	    !service_others_take_clients(b))
 		fresh = 0;
 	if (hlb_pool_backend_checked(b) || hlb_pool_backend_passive_only(b)) {
-		bool held = !b->health.raw_up;
+		bool held = !b->health.raw_up, hold = b->health.hold_until_ms;
 
 		if (b->svc->cfg->health.passive &&
 		    hlb_health_passive(&b->health, &b->svc->hp, fresh, succeeded, now)) {
@@ -1225,6 +1235,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 			err = atomic_load_explicit(&b->rt->connect_err, memory_order_relaxed);
 			err = err ? err_code(HLB_CHECK_AT_CONNECT, (int)err) : 0;
 		}
+		b->passive_holds += !hold && b->health.hold_until_ms; /* a hold begun */
 		held &= !b->health.raw_up;
 		/* two changes: back where it was */
 		if (hlb_health_tick(&b->health, &b->svc->hp, now))

@@ -86,6 +86,7 @@ struct hlb_pool_backend {
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	/* passive-only health, on trial: its clients established when the trial began */
 	uint64_t trial_served;
+	uint64_t passive_holds; /* holds of passive-only health begun (hold_until_ms set) */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t
 		drained_ms; /* removed and drained: its series go at this + HLB_POOL_DRAINED_KEEP_MS */
@@ -366,6 +367,9 @@ bool hlb_pool_backend_up(const struct hlb_pool_backend *b);
 /* Whether <b>'s health is the forwarder's connects alone, for a hold (hlb_health_params'
  * passive_hold_ms): its service's checks are off, passive on, and it is not in maint. */
 bool hlb_pool_backend_passive_only(const struct hlb_pool_backend *b);
+
+/* The ms left of <b>'s hold of passive-only health at <now_ms> (hlb_now_ms()); 0: not held. */
+uint64_t hlb_pool_backend_hold_left_ms(const struct hlb_pool_backend *b, uint64_t now_ms);
 /* Whether <b>'s health is checked: its service checks, and it is not in maint. */
 bool hlb_pool_backend_checked(const struct hlb_pool_backend *b);
 /* Whether backend <idx> of <snap> takes new clients: in its table, not

@@ -187,6 +187,19 @@ def checks_off_a_dead_backend_is_held_out():
           f"none of them tried c: {lb.backend('c')['connect_fail'] - failed} refused")
     healthy = metric_sum(lb, "hashlb_backend_healthy")
     check(healthy == 2, f"hashlb_backend_healthy: a and b, not c: {healthy}")
+    # the hold, counted and its time left shown (before, only the log's down line said it)
+    holds = metric_sum(lb, "hashlb_backend_passive_holds_total")
+    check(holds == 1, f"hashlb_backend_passive_holds_total: c's one hold: {holds}")
+    left = metric_sum(lb, "hashlb_backend_passive_hold_remaining_seconds")
+    check(0 < left <= 60, f"hashlb_backend_passive_hold_remaining_seconds, c's: {left}")
+    c = lb.backend("c")
+    check(c["passive_holds"] == 1 and 0 < c["hold_left_ms"] <= 60000,
+          f"/status: c's hold and its time left: {c}")
+    check(lb.backend("a")["hold_left_ms"] == 0, "a, not held: 0 left")
+    rc, so, se = lb.ctl("status")
+    rows = {l.split()[0]: l for l in so.splitlines() if l.startswith("  ") and l.split()}
+    check(rc == 0 and re.search(r" held \d+\.\ds", rows.get("c", "")) and
+          " held " not in rows.get("a", "x held "), f"ctl status: c's line says held: {so}")
     check(lb.stop() == 0, "exit 0")
     for b in bs[:2]:
         b.stop()

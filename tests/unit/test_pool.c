@@ -2970,6 +2970,40 @@ static void test_passive_only_releases_a_held_backend_left_last(void **state)
 }
 
 /*
+ * Passive-only health: each hold is counted (hashlb_backend_passive_holds_total, /status
+ * passive_holds) and its time left given (hashlb_backend_passive_hold_remaining_seconds,
+ * /status hold_left_ms): 0 once over, or once a reload turned the checks on. Before, only the
+ * log's down line said a backend was held, and for how long.
+ */
+static void test_passive_only_holds_counted_with_their_time_left(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_config *next;
+	struct hlb_pool_backend *b;
+	struct fixture f;
+	uint64_t until;
+
+	(void)state;
+	b = on_trial(&f, &l); /* held once (100 ms), now on trial */
+	assert_int_equal(b->passive_holds, 1);
+	assert_int_equal(hlb_pool_backend_hold_left_ms(b, hlb_now_ms()), 0);
+	forwarder_fails(&f, b, 1); /* on trial: held again, for 200 ms */
+	loop_until_health(&f, b, false);
+	assert_int_equal(b->passive_holds, 2);
+	until = b->health.hold_until_ms;
+	assert_int_equal(hlb_pool_backend_hold_left_ms(b, until - 150), 150);
+	assert_int_equal(hlb_pool_backend_hold_left_ms(b, until), 0);
+	assert_int_equal(hlb_pool_backend_hold_left_ms(hlb_pool_backend_find(f.svc, "b0"), until),
+			 0);
+	next = config_new(HASHLB_SCHEME_RING, 3); /* checks on: held no more */
+	next->services[0].health.enabled = true;
+	fixture_reload(&f, next);
+	assert_int_equal(hlb_pool_backend_hold_left_ms(b, until - 150), 0);
+	assert_int_equal(b->passive_holds, 2);
+	fixture_teardown(&f);
+}
+
+/*
  * A backend on trial after its hold that serves a client is on trial no more: its next failed
  * connect is one of fall, not a new hold twice as long. A worker's successful connect resets
  * the run only when it is not 0 already, and on trial it is: before, the control thread never
@@ -3662,6 +3696,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_reload_keeps_flap_damping),
 		cmocka_unit_test(test_passive_only_weight_0_run_not_followed),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
+		cmocka_unit_test(test_passive_only_holds_counted_with_their_time_left),
 		cmocka_unit_test(test_passive_only_releases_a_held_backend_left_last),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_passive_only_hold_across_reloads),
