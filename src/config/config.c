@@ -1692,7 +1692,11 @@ static void service_defaults(struct hashlb_service_cfg *s)
 	s->hash_prefix.v4 = 32;
 	s->hash_prefix.v6 = 128;
 	s->client_prefix = s->hash_prefix;
-	s->connect_timeout_ms = 1000;
+	/* 3 s, not 1 s: Linux sends a lost SYN again after its initial RTO of 1 s, so a 1 s
+	 * connect timeout gave up on a live backend at the loss of one packet (and counted it
+	 * toward passive health's fall); 3 s covers one retransmission (at 1 s; the next is at
+	 * 3 s), as HAProxy's and Envoy's usual connect timeouts (5 s) cover two */
+	s->connect_timeout_ms = 3000;
 	s->idle_timeout_ms = 300000;
 	s->drain_timeout_ms = 30000;
 	s->max_connections = 10000;

@@ -120,7 +120,7 @@ def kernel_timeouts(timeouts):
 WHAT_FOR = ("(connect and idle: only for clients the daemon's listener serves while the kernel "
             "has no table of the service)")
 got = kernel_timeouts("")
-check(got == f"connect=1s idle=5m drain=30s {WHAT_FOR}",
+check(got == f"connect=3s idle=5m drain=30s {WHAT_FOR}",
       f"check prints a kernel-steered service's timeouts but queue: {got}")
 got = kernel_timeouts("    timeouts: {connect: 3s, idle: 1m, drain: 10s}\n")
 check(got == f"connect=3s idle=1m drain=10s {WHAT_FOR}",

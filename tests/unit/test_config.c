@@ -2085,7 +2085,7 @@ static void test_defaults(void **state)
 	assert_int_equal(s->table.seed, 0);
 	assert_int_equal(s->table.max_bytes, HASHLB_TABLE_MEM_DEFAULT);
 	assert_int_equal(s->key, HASHLB_KEY_SRC_IP);
-	assert_int_equal(s->connect_timeout_ms, 1000);
+	assert_int_equal(s->connect_timeout_ms, 3000);
 	assert_int_equal(s->idle_timeout_ms, 300000);
 	assert_int_equal(s->drain_timeout_ms, 30000);
 	assert_int_equal(s->max_connections, 10000);
