@@ -73,8 +73,10 @@ struct hashlb_table {
 	bool *kept_down;
 	bool kept_survivors;
 	/* With kept_down, when kept_fingerprinted: the fingerprint of the effective table of
-	 * kept_down over this full table, which a table of that down set copies, not computes. */
+	 * kept_down over this full table and the backends present in it, which a table of that
+	 * down set copies, not computes. */
 	bool kept_fingerprinted;
+	uint32_t kept_present;
 	uint64_t kept_fingerprint;
 	/* Ring: the full ring (all backends) and the effective one (up only). */
 	struct ring full_ring;
@@ -85,7 +87,8 @@ struct hashlb_table {
 	uint16_t (*blocks)[OWNER_SET];
 
 	uint64_t fingerprint;
-	bool fingerprinted; /* fingerprint copied from a table of the same effective slots */
+	/* fingerprint and n_present copied from a table of the same effective slots */
+	bool fingerprinted;
 	size_t bytes;
 };
 

@@ -614,33 +614,41 @@ static const bool *kept_key(const struct hashlb_table *t)
 	return t->kept_down ? t->kept_down : t->down;
 }
 
-/* <t>'s fingerprint is <fp>: its effective slots are those of a table that has it (the names
- * the same), so apply_overlay() need not read them all again (M x 8 bytes hashed). */
-static void fingerprint_set(struct hashlb_table *t, uint64_t fp)
+/* <t>'s fingerprint is <fp> and <present> backends own its slots: its effective slots are
+ * those of a table that has them (the names the same, the indices maybe renumbered), so
+ * apply_overlay() need not read them all again (M x 8 bytes hashed, and M slots counted). */
+static void fingerprint_set(struct hashlb_table *t, uint64_t fp, uint32_t present)
 {
 	t->fingerprint = fp;
+	t->n_present = present;
 	t->fingerprinted = true;
 }
 
 /* The fingerprint of <t>'s effective table of the down set <key> (t->down or t->kept_down)
- * over its full table into *<ret_fp>, if <t> knows it. */
-static bool fingerprint_of(const struct hashlb_table *t, const bool *key, uint64_t *ret_fp)
+ * over its full table into *<ret_fp>, and the backends present in it into *<ret_present>, if
+ * <t> knows them. */
+static bool fingerprint_of(const struct hashlb_table *t, const bool *key, uint64_t *ret_fp,
+			   uint32_t *ret_present)
 {
-	if (key && key == t->down)
+	if (key && key == t->down) {
 		*ret_fp = t->fingerprint;
-	else if (key && key == t->kept_down && t->kept_fingerprinted)
+		*ret_present = t->n_present;
+	} else if (key && key == t->kept_down && t->kept_fingerprinted) {
 		*ret_fp = t->kept_fingerprint;
-	else
+		*ret_present = t->kept_present;
+	} else {
 		return false;
+	}
 	return true;
 }
 
 /* <t>'s kept table of another down set is <src>'s effective table of <key>, of the
- * fingerprint <src> knows for it, if it does (the full tables the same, the names too). */
+ * fingerprint and backends present <src> knows for it, if it does (the full tables the same,
+ * the names too). */
 static void kept_fingerprint_from(struct hashlb_table *t, const struct hashlb_table *src,
 				  const bool *key)
 {
-	t->kept_fingerprinted = fingerprint_of(src, key, &t->kept_fingerprint);
+	t->kept_fingerprinted = fingerprint_of(src, key, &t->kept_fingerprint, &t->kept_present);
 }
 
 /*
@@ -706,16 +714,19 @@ static int table_summary(struct hashlb_table *t)
 	sh = slots_shared(t->slots);
 	known = atomic_load_explicit(&sh->present, memory_order_acquire);
 	if (known) {
-		t->n_present = known - 1;
 		if (!t->fingerprinted)
-			fingerprint_set(t, atomic_load_explicit(&sh->fp, memory_order_relaxed));
+			fingerprint_set(t, atomic_load_explicit(&sh->fp, memory_order_relaxed),
+					known - 1);
 		return 0;
 	}
-	ret = table_present(t);
-	if (ret < 0)
-		return ret;
-	if (!t->fingerprinted)
+	/* fingerprinted: both taken from a table of the same effective slots (fingerprint_set()),
+	 * a flap's down again from the table it came back in among them */
+	if (!t->fingerprinted) {
+		ret = table_present(t);
+		if (ret < 0)
+			return ret;
 		fingerprint(t);
+	}
 	atomic_store_explicit(&sh->fp, t->fingerprint, memory_order_relaxed);
 	atomic_store_explicit(&sh->present, t->n_present + 1, memory_order_release);
 	return 0;
@@ -873,6 +884,7 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 	bool base_out = base->slots != base->full_slots;
 	bool kept_match = base->kept_slots && same_turns(t, kept_key(base), t->down);
 	uint16_t *surv;
+	uint32_t present;
 	uint64_t fp;
 	int ret;
 
@@ -886,9 +898,9 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 		return ret;
 	/* the effective table of those turns over the same full table: base's, or the one its
 	 * kept table gives */
-	if ((same && fingerprint_of(base, base->down, &fp)) ||
-	    (kept_match && fingerprint_of(base, kept_key(base), &fp)))
-		fingerprint_set(t, fp);
+	if ((same && fingerprint_of(base, base->down, &fp, &present)) ||
+	    (kept_match && fingerprint_of(base, kept_key(base), &fp, &present)))
+		fingerprint_set(t, fp, present);
 	if (same) { /* base's own outage's survivors are t's own */
 		if (base->kept_down)
 			kept_fingerprint_from(t, base, base->kept_down);
@@ -1071,6 +1083,7 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 	uint32_t m = t->params.maglev_m;
 	uint16_t *buf = NULL, *surv = NULL;
 	bool own_surv = false, *t_key, same_index = index_kept(prev, by_name);
+	uint32_t present;
 	uint64_t fp;
 	int ret = 0;
 
@@ -1096,9 +1109,9 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 		}
 		/* the full table prev's: t's effective table is prev's of eff's down set, renamed
 		 * (the fingerprint hashes names, not indices) */
-		if (full_kept && ((eff_own && fingerprint_of(prev, eff_own->key, &fp)) ||
-				  (eff && fingerprint_of(prev, eff->key, &fp))))
-			fingerprint_set(t, fp);
+		if (full_kept && ((eff_own && fingerprint_of(prev, eff_own->key, &fp, &present)) ||
+				  (eff && fingerprint_of(prev, eff->key, &fp, &present))))
+			fingerprint_set(t, fp, present);
 		/* t's own survivors' table, kept as a build keeps it if no other is */
 		own_surv = !eff || eff->survivors;
 		if (!eff)

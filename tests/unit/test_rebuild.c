@@ -190,6 +190,16 @@ static void assert_fresh(const struct hashlb_table *t, const struct hashlb_table
 	if (hashlb_table_fingerprint(t) != hashlb_table_fingerprint(fresh) ||
 	    memcmp(a.slots, b.slots, (size_t)a.m * sizeof(*a.slots)) != 0)
 		fail_msg("M=%u step %d: not the fresh build's table", a.m, step);
+	/* the whole preference list: as many backends as the fresh build has present (a count a
+	 * table may take from the one it shares its slots with, not count itself) */
+	uint32_t la[UNIVERSE], lb[UNIVERSE];
+	size_t na = hashlb_table_preference(t, (uint64_t)step * 0x9e3779b97f4a7c15ull, la,
+					    UNIVERSE),
+	       nb = hashlb_table_preference(fresh, (uint64_t)step * 0x9e3779b97f4a7c15ull, lb,
+					    UNIVERSE);
+	if (na != nb || memcmp(la, lb, na * sizeof(*la)) != 0)
+		fail_msg("M=%u step %d: a preference list of %zu backends, the fresh build's %zu",
+			 a.m, step, na, nb);
 	if (hashlb_table_bytes(t) > hashlb_table_bytes_max(p, pool->spec, pool->n))
 		fail_msg("M=%u step %d: %zu bytes, above bytes_max %llu", a.m, step,
 			 hashlb_table_bytes(t),
