@@ -267,6 +267,22 @@ int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hash
 /* Bytes of memory the table holds, those it shares with another table included. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
 /*
+ * Of hashlb_table_bytes(<t>), those outside the arrays that tables share (Maglev's slot
+ * arrays, 2 bytes a slot each; a ring's points, 10 bytes a point and one more): what the
+ * table holds that hashlb_tables_shared_bytes() does not count.
+ */
+size_t hashlb_table_bytes_unshared(const struct hashlb_table *t);
+/*
+ * The bytes of the arrays that tables share (those hashlb_table_bytes() counts and
+ * hashlb_table_bytes_unshared() does not), of every table this process holds, each array
+ * counted once however many tables hold it, from its allocation to the free of the last
+ * table holding it: with each live table's hashlb_table_bytes_unshared(), the bytes the
+ * tables hold, where a sum of hashlb_table_bytes() counts an array once a table holding it
+ * (a table and the one hashlb_table_with_down() or hashlb_table_rebuild() made from it: up
+ * to 96 MiB twice at the largest M). Any thread.
+ */
+uint64_t hashlb_tables_shared_bytes(void);
+/*
  * Of hashlb_table_bytes(<t>), those <other> holds too: on Maglev, the slot arrays (2 bytes a
  * slot each; the full, effective and kept ones) that the two share rather than copy, one of
  * them made from the other by hashlb_table_with_down() or hashlb_table_rebuild(), or both

@@ -90,7 +90,13 @@ struct hashlb_table {
 	/* fingerprint and n_present copied from a table of the same effective slots */
 	bool fingerprinted;
 	size_t bytes;
+	size_t bytes_shared; /* of bytes, those in refcounted arrays (hashlb_tables_shared_bytes()) */
 };
+
+/* hashlb_tables_shared_bytes() as a refcounted array is allocated and freed (its last
+ * reference dropped): the bytes hashlb_table_bytes() counts for it. */
+void tables_shared_bytes_add(uint64_t bytes);
+void tables_shared_bytes_sub(uint64_t bytes);
 
 /*
  * hashlb_table_preference(), also saying in <ret_reads> (may be NULL) how
@@ -132,6 +138,11 @@ int ring_filter(struct ring *r, const struct ring *full, const bool *down);
 /* <src>'s points (not its index) into <r>: the same arrays, one more reference held
  * (freed with the last ring_free() of the rings holding them). Never fails. */
 void ring_share(struct ring *r, const struct ring *src);
+/* The bytes hashlb_table_bytes() counts for <r>'s points: 10 a point and the sentinel. */
+static inline size_t ring_points_bytes(const struct ring *r)
+{
+	return ((size_t)r->n + 1) * (sizeof(*r->pos) + sizeof(*r->owner));
+}
 /* Build both indexes over r->pos. */
 int ring_index(struct ring *r);
 void ring_free(struct ring *r);

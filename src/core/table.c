@@ -92,9 +92,27 @@ struct slots_shared {
 	 * was, rather than read M slots twice. Written once the fingerprint is (release).
 	 */
 	_Atomic uint32_t present;
+	uint32_t m; /* entries, for hashlb_tables_shared_bytes() */
 	_Atomic uint64_t fp;
 	uint16_t slots[];
 };
+
+static _Atomic uint64_t shared_bytes; /* hashlb_tables_shared_bytes() */
+
+void tables_shared_bytes_add(uint64_t bytes)
+{
+	atomic_fetch_add_explicit(&shared_bytes, bytes, memory_order_relaxed);
+}
+
+void tables_shared_bytes_sub(uint64_t bytes)
+{
+	atomic_fetch_sub_explicit(&shared_bytes, bytes, memory_order_relaxed);
+}
+
+uint64_t hashlb_tables_shared_bytes(void)
+{
+	return atomic_load_explicit(&shared_bytes, memory_order_relaxed);
+}
 
 /* A new slot array of <m> entries, one reference held; NULL if no memory. */
 static uint16_t *slots_new(uint32_t m)
@@ -106,6 +124,8 @@ static uint16_t *slots_new(uint32_t m)
 	atomic_init(&sh->refs, 1);
 	atomic_init(&sh->present, 0);
 	atomic_init(&sh->fp, 0);
+	sh->m = m;
+	tables_shared_bytes_add((uint64_t)m * sizeof(sh->slots[0]));
 	return sh->slots;
 }
 
@@ -129,8 +149,10 @@ static void slots_unref(uint16_t *slots)
 	if (!slots)
 		return;
 	sh = slots_shared(slots);
-	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1)
+	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) {
+		tables_shared_bytes_sub((uint64_t)sh->m * sizeof(sh->slots[0]));
 		free(sh);
+	}
 }
 
 void hashlb_table_free(struct hashlb_table *t)
@@ -776,15 +798,20 @@ static int apply_overlay(struct hashlb_table *t)
 	if (t->blocks)
 		t->bytes += owner_blocks_bytes(
 			t->params.scheme == HASHLB_SCHEME_MAGLEV ? t->params.maglev_m : t->ring.n);
-	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) /* full, effective (if its own), kept */
-		t->bytes += (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
-				    (size_t)t->params.maglev_m * sizeof(uint16_t) +
-			    (t->kept_down ? t->n : 0);
-	if (t->params.scheme == HASHLB_SCHEME_RING)
-		t->bytes +=
-			((size_t)t->full_ring.n + 1 + (t->ring.borrowed ? 0 : t->ring.n + 1)) * 10 +
-			(((size_t)1 << t->ring.bucket_bits) + 1) * 4 +
-			((size_t)1 << (64 - t->ring.hot_shift)) * 4;
+	/* the refcounted arrays, which hashlb_tables_shared_bytes() counts as they are
+	 * allocated and freed: Maglev's full, effective (if its own) and kept slots, the ring's
+	 * full points and effective ones (if its own) */
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		t->bytes_shared = (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
+				  (size_t)t->params.maglev_m * sizeof(uint16_t);
+		t->bytes += t->bytes_shared + (t->kept_down ? t->n : 0);
+	}
+	if (t->params.scheme == HASHLB_SCHEME_RING) {
+		t->bytes_shared = ring_points_bytes(&t->full_ring) +
+				  (t->ring.borrowed ? 0 : ring_points_bytes(&t->ring));
+		t->bytes += t->bytes_shared + (((size_t)1 << t->ring.bucket_bits) + 1) * 4 +
+			    ((size_t)1 << (64 - t->ring.hot_shift)) * 4;
+	}
 	return 0;
 }
 
@@ -1445,6 +1472,11 @@ void hashlb_table_shares(const struct hashlb_table *t, double *ret_shares)
 size_t hashlb_table_bytes(const struct hashlb_table *t)
 {
 	return t->bytes;
+}
+
+size_t hashlb_table_bytes_unshared(const struct hashlb_table *t)
+{
+	return t->bytes - t->bytes_shared;
 }
 
 /* Whether <slots> is one of <t>'s slot arrays. */

@@ -186,14 +186,16 @@ static int snapshot_prefixes(const struct hashlb_prefix *p, uint32_t n,
 	return hashlb_prefix_set_new(p, n, ret);
 }
 
-/* hlb_snapshot_tables_bytes(): snapshots are freed on the control thread
- * (replaced, once the workers left them) and on a worker's (a removed
- * service's, with its last connection) */
-static _Atomic uint64_t tables_bytes;
+/* hlb_snapshot_tables_bytes(), but for the arrays tables share, which the core counts once
+ * each (hashlb_tables_shared_bytes()): snapshots are freed on the control thread (replaced,
+ * once the workers left them) and on a worker's (a removed service's, with its last
+ * connection) */
+static _Atomic uint64_t tables_unshared;
 
 uint64_t hlb_snapshot_tables_bytes(void)
 {
-	return atomic_load_explicit(&tables_bytes, memory_order_relaxed);
+	return atomic_load_explicit(&tables_unshared, memory_order_relaxed) +
+	       hashlb_tables_shared_bytes();
 }
 
 static _Atomic uint64_t match_reads; /* hlb_match_reads() */
@@ -216,7 +218,9 @@ static void snapshot_count_table(struct hlb_snapshot *s, const struct hashlb_tab
 		     (t != s->table ? hashlb_table_bytes_shared(t, s->table) : 0);
 
 	s->tables_bytes += n;
-	atomic_fetch_add_explicit(&tables_bytes, n, memory_order_relaxed);
+	s->tables_unshared += hashlb_table_bytes_unshared(t);
+	atomic_fetch_add_explicit(&tables_unshared, hashlb_table_bytes_unshared(t),
+				  memory_order_relaxed);
 }
 
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
@@ -440,7 +444,7 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 	hashlb_table_free(s->retry_table);
 	hashlb_table_free(s->ramp_table);
 	hashlb_table_free(s->retry_ramp_table);
-	atomic_fetch_sub_explicit(&tables_bytes, s->tables_bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&tables_unshared, s->tables_unshared, memory_order_relaxed);
 	hashlb_prefix_set_free(s->proxy_from);
 	hashlb_prefix_set_free(s->allow_clients);
 	hashlb_prefix_set_free(s->deny_clients);

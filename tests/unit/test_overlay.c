@@ -531,10 +531,26 @@ static void test_all_up_holds_no_survivors(void **state)
 }
 
 /*
+ * <up> and <t>, made from it, the only tables alive but those that held <shared> bytes of
+ * arrays (hashlb_tables_shared_bytes()) before <up> was built: their unshared bytes and the
+ * arrays alive add up to what both count less what they share, each array once (the process's
+ * table memory).
+ */
+static void assert_tables_counted_once(const struct hashlb_table *up, const struct hashlb_table *t,
+				       uint64_t shared)
+{
+	assert_int_equal(hashlb_table_bytes_unshared(up) + hashlb_table_bytes_unshared(t) +
+				 hashlb_tables_shared_bytes() - shared,
+			 hashlb_table_bytes(up) + hashlb_table_bytes(t) -
+				 hashlb_table_bytes_shared(t, up));
+}
+
+/*
  * A Maglev table made from another by hashlb_table_with_down() (a retry or ramp table, the next
  * health change's) shares its full table rather than copying it: it holds 2 bytes a slot less
  * than the full build of the same table, and outlives the table it shares with, its lookups
- * the same (ASan builds check that nothing freed is read).
+ * the same (ASan builds check that nothing freed is read); the process's count of table memory
+ * counts the slots they share once.
  */
 static void test_with_down_shares_full_slots(void **state)
 {
@@ -544,12 +560,14 @@ static void test_with_down_shares_full_slots(void **state)
 	struct hashlb_table_view v, w;
 	bool down[4] = { false, false, false, true };
 	size_t before, used, built_used;
+	uint64_t shared = hashlb_tables_shared_bytes();
 
 	test_backends_init(&b, 4, "srv-");
 	up = test_build(HASHLB_SCHEME_MAGLEV, m, 5, b.spec, 4);
 	before = heap_live;
 	t = with_down(up, down); /* its own survivors' table kept, as the build keeps it */
 	used = heap_live - before;
+	assert_tables_counted_once(up, t, shared);
 	b.spec[3].down = true;
 	before = heap_live;
 	built = test_build(HASHLB_SCHEME_MAGLEV, m, 5, b.spec, 4);
@@ -570,6 +588,7 @@ static void test_with_down_shares_full_slots(void **state)
 	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(built));
 	hashlb_table_free(t);
 	hashlb_table_free(built);
+	assert_int_equal(hashlb_tables_shared_bytes(), shared);
 	test_backends_free(&b);
 }
 
@@ -588,7 +607,7 @@ static void test_ring_with_down_shares_full_ring(void **state)
 	struct hashlb_table_view tv, bv;
 	bool down[4] = { false, true, false, false };
 	size_t before, used, built_used, ring;
-	uint64_t *h;
+	uint64_t *h, shared = hashlb_tables_shared_bytes();
 	size_t nh;
 
 	test_backends_init(&b, 4, "rg-");
@@ -598,6 +617,7 @@ static void test_ring_with_down_shares_full_ring(void **state)
 	before = heap_live;
 	t = with_down(up, down);
 	used = heap_live - before;
+	assert_tables_counted_once(up, t, shared);
 	b.spec[1].down = true;
 	before = heap_live;
 	built = test_build(HASHLB_SCHEME_RING, v, 9, b.spec, 4);
@@ -631,6 +651,7 @@ static void test_ring_with_down_shares_full_ring(void **state)
 	assert_int_equal(hashlb_table_fingerprint(back), hashlb_table_fingerprint(built));
 	hashlb_table_free(built);
 	hashlb_table_free(back);
+	assert_int_equal(hashlb_tables_shared_bytes(), shared);
 	test_backends_free(&b);
 }
 
