@@ -580,6 +580,48 @@ static bool same_turns(const struct hashlb_table *t, const bool *key, const bool
 	return true;
 }
 
+/* Backends down that own slots, up to which slots_merge() compares each slot with them. */
+#define MERGE_DOWN_MAX 4u
+
+typedef uint16_t slots_x8 __attribute__((vector_size(16)));
+
+/*
+ * t->slots: t->full_slots, but <src>'s slot where the full table's backend is down. With up to
+ * MERGE_DOWN_MAX backends down that own slots (a flap, an outage or two), 8 slots a step
+ * compared with their indices, where a look-up of t->down per slot (and GCC's -O2 cost model
+ * for the plain loop) keeps it a slot a step: M slots at 2 bytes read twice and written once
+ * either way, and the same table.
+ */
+static void slots_merge(struct hashlb_table *t, const uint16_t *src)
+{
+	const uint16_t *full = t->full_slots;
+	uint16_t *dst = t->slots, x[MERGE_DOWN_MAX];
+	uint32_t m = t->params.maglev_m, n_down = 0, j = 0;
+	slots_x8 vx[MERGE_DOWN_MAX];
+
+	for (uint32_t i = 0; i < t->n && n_down <= MERGE_DOWN_MAX; i++)
+		if (t->down[i] && t->weights[i] && n_down++ < MERGE_DOWN_MAX)
+			x[n_down - 1] = (uint16_t)i;
+	if (n_down == 0 || n_down > MERGE_DOWN_MAX) {
+		for (; j < m; j++)
+			dst[j] = t->down[full[j]] ? src[j] : full[j];
+		return;
+	}
+	for (uint32_t q = 0; q < MERGE_DOWN_MAX; q++) /* the first again where fewer */
+		vx[q] = (slots_x8){ 0 } + x[q < n_down ? q : 0];
+	for (; j + 8 <= m; j += 8) {
+		slots_x8 f, s, eq;
+
+		memcpy(&f, full + j, sizeof(f));
+		memcpy(&s, src + j, sizeof(s));
+		eq = (slots_x8)((f == vx[0]) | (f == vx[1]) | (f == vx[2]) | (f == vx[3]));
+		f = (f & ~eq) | (s & eq);
+		memcpy(dst + j, &f, sizeof(f));
+	}
+	for (; j < m; j++)
+		dst[j] = t->down[full[j]] ? src[j] : full[j];
+}
+
 /*
  * t->slots from t->full_slots and t->down: the full table itself when no backend down takes
  * turns (those down weigh 0: they own no slot in it; the ring borrows so too); else its slots
@@ -621,11 +663,7 @@ static int maglev_effective(struct hashlb_table *t, const uint16_t *src, uint16_
 		}
 		src = surv;
 	}
-	for (uint32_t j = 0; j < m; j++) {
-		uint16_t full = t->full_slots[j];
-
-		t->slots[j] = t->down[full] ? src[j] : full;
-	}
+	slots_merge(t, src);
 	*ret_surv = surv;
 	return 0;
 }
