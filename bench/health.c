@@ -46,6 +46,21 @@ static double reload_ms(const struct hashlb_table *prev, const struct hashlb_bac
 	return bench_median(t, (size_t)reps);
 }
 
+/* reload_ms() from the table of <b> (<n>, backend-0 down) built with <p>. */
+static double skewed_reload_ms(const struct hashlb_table_params *p,
+			       const struct hashlb_backend_spec *b, uint32_t n, int reps,
+			       size_t *ret_own)
+{
+	struct hashlb_table *t;
+	double ms;
+
+	if (hashlb_table_build(p, b, n, &t, NULL) < 0)
+		abort();
+	ms = reload_ms(t, b, n, reps, ret_own);
+	hashlb_table_free(t);
+	return ms;
+}
+
 /* Median ms of <reps> runs of with_down(<base>, <down>) (or the build when <base> is NULL). */
 static double health_ms(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
 			uint32_t n, const struct hashlb_table *base, const bool *down, int reps)
@@ -84,6 +99,8 @@ int bench_health(const struct bench_opts *o)
 					    "reload, its down kept, ms",
 					    "reload, its down kept / build",
 					    "reload, its down kept: MiB its own",
+					    "skewed: reload, its down kept, ms",
+					    "skewed: reload, its down kept / build",
 					    "beside a down ms",
 					    "beside a down / build",
 					    "back beside it ms",
@@ -124,7 +141,9 @@ int bench_health(const struct bench_opts *o)
 		    "after the first of each; and a reload that leaves the backends as they are "
 		    "(an address changed) while backend-0 is down, from the table of its outage, "
 		    "with the MiB of slots the reloaded table holds that the previous one does not "
-		    "(hashlb_table_bytes less hashlb_table_bytes_shared). Then, over %u client "
+		    "(hashlb_table_bytes less hashlb_table_bytes_shared), and that reload with "
+		    "backend-1 at weight 100 (weights more than 16 times apart: the preference "
+		    "lists' owner blocks too). Then, over %u client "
 		    "keys (src-ip) of the backend that goes down: how many land on the "
 		    "preference list's next of the table with all up (where a connect retried "
 		    "before the verdict goes), and on the backend a table built without it "
@@ -141,7 +160,8 @@ int bench_health(const struct bench_opts *o)
 					   *kept = calloc(n, sizeof(*kept));
 		bool *down = calloc(n, sizeof(*down));
 		double build, gone, again, back, flap, after_reload, beside, back_beside, reload;
-		size_t reload_own = 0;
+		double reload_skewed;
+		size_t reload_own = 0, skewed_own = 0;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
 		p.maglev_m = m;
@@ -159,6 +179,11 @@ int bench_health(const struct bench_opts *o)
 		memcpy(kept, b, n * sizeof(*kept));
 		kept[0].down = true;
 		reload = reload_ms(eff, kept, n, reps, &reload_own);
+		/* the same with weights more than 16 times apart (backend-1 at 100): the
+		 * preference lists' owner blocks too */
+		kept[1].weight = 100;
+		reload_skewed = skewed_reload_ms(&p, kept, n, reps, &skewed_own);
+		kept[1].weight = b[1].weight;
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
 		if (hashlb_table_with_down(eff, down, &up, NULL) < 0)
@@ -221,6 +246,8 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.2f", reload);
 		report_num(&r, "%.3f", reload / build);
 		report_num(&r, "%.1f", (double)reload_own / (1 << 20));
+		report_num(&r, "%.2f", reload_skewed);
+		report_num(&r, "%.3f", reload_skewed / build);
 		report_num(&r, "%.2f", beside);
 		report_num(&r, "%.3f", beside / build);
 		report_num(&r, "%.2f", back_beside);

@@ -268,8 +268,8 @@ int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hash
 size_t hashlb_table_bytes(const struct hashlb_table *t);
 /*
  * Of hashlb_table_bytes(<t>), those outside the arrays that tables share (Maglev's slot
- * arrays, 2 bytes a slot each; a ring's points, 10 bytes a point and one more): what the
- * table holds that hashlb_tables_shared_bytes() does not count.
+ * arrays, 2 bytes a slot each; a ring's points, 10 bytes a point and one more; the owner
+ * blocks): what the table holds that hashlb_tables_shared_bytes() does not count.
  */
 size_t hashlb_table_bytes_unshared(const struct hashlb_table *t);
 /*
@@ -287,8 +287,9 @@ uint64_t hashlb_tables_shared_bytes(void);
  * slot each; the full, effective and kept ones) that the two share rather than copy, one of
  * them made from the other by hashlb_table_with_down() or hashlb_table_rebuild(), or both
  * from a third; on the ring, the full ring's points (10 bytes a point), which
- * hashlb_table_with_down() shares; else 0. What a table made from <other> adds to the memory held while both
- * live.
+ * hashlb_table_with_down() shares; and the owner blocks (weights more than 16 times apart) when
+ * the two share them, their effective entries being one array; else 0. What a table made from
+ * <other> adds to the memory held while both live.
  */
 size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other);
 /*

@@ -155,6 +155,8 @@ static void slots_unref(uint16_t *slots)
 	}
 }
 
+static void blocks_unref(uint16_t (*blocks)[OWNER_SET]);
+
 void hashlb_table_free(struct hashlb_table *t)
 {
 	if (!t)
@@ -170,7 +172,7 @@ void hashlb_table_free(struct hashlb_table *t)
 	slots_unref(t->full_slots);
 	slots_unref(t->kept_slots);
 	free(t->kept_down);
-	free(t->blocks);
+	blocks_unref(t->blocks);
 	ring_free(&t->full_ring);
 	ring_free(&t->ring);
 	free(t);
@@ -539,15 +541,52 @@ static void owner_set_store(uint16_t *dst, const uint16_t *set, uint32_t n)
 		dst[i] = n == 0 || n > OWNER_SET ? OWNER_MANY : set[i < n ? i : 0];
 }
 
-/* The owner blocks over the <n> owners <own> into <ret_blocks>. -ENOMEM. */
+/*
+ * Owner blocks, immutable once built and refcounted as the slot arrays are: a table whose
+ * effective entries are another's very array (hashlb_table_with_down() and
+ * hashlb_table_rebuild() where they share it) holds that table's blocks too, a pass over M
+ * entries fewer. Each table holds those of its own effective entries alone.
+ */
+struct blocks_shared {
+	_Atomic uint32_t refs;
+	uint32_t entries; /* the entries summarised, for hashlb_tables_shared_bytes() */
+	uint16_t blocks[][OWNER_SET];
+};
+
+static struct blocks_shared *blocks_shared(const uint16_t (*blocks)[OWNER_SET])
+{
+	return (struct blocks_shared *)((char *)blocks - offsetof(struct blocks_shared, blocks));
+}
+
+/* Drop a reference to <blocks> (NULL accepted): freed with the last. */
+static void blocks_unref(uint16_t (*blocks)[OWNER_SET])
+{
+	struct blocks_shared *sh;
+
+	if (!blocks)
+		return;
+	sh = blocks_shared(blocks);
+	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) {
+		tables_shared_bytes_sub(owner_blocks_bytes(sh->entries));
+		free(sh);
+	}
+}
+
+/* The owner blocks over the <n> owners <own> into <ret_blocks>, one reference held. -ENOMEM. */
 static int owner_blocks_build(const uint16_t *own, uint32_t n, uint16_t (**ret_blocks)[OWNER_SET])
 {
 	uint32_t n_small = (n >> OWNER_SMALL_BITS) + 1, n_large = (n >> OWNER_LARGE_BITS) + 1;
-	uint16_t(*small)[OWNER_SET] = malloc((size_t)(n_small + n_large) * sizeof(*small));
+	struct blocks_shared *sh =
+		malloc(sizeof(*sh) + (size_t)(n_small + n_large) * sizeof(sh->blocks[0]));
+	uint16_t(*small)[OWNER_SET];
 	const uint32_t per_large = 1u << (OWNER_LARGE_BITS - OWNER_SMALL_BITS);
 
-	if (!small)
+	if (!sh)
 		return -ENOMEM;
+	atomic_init(&sh->refs, 1);
+	sh->entries = n;
+	tables_shared_bytes_add(owner_blocks_bytes(n));
+	small = sh->blocks;
 	for (uint32_t q = 0; q < n_large; q++) {
 		uint16_t lset[OWNER_SET];
 		uint32_t ln = 0;
@@ -792,8 +831,19 @@ static int table_summary(struct hashlb_table *t)
 	return 0;
 }
 
-/* Build the effective table from the full one and t->down. */
-static int apply_overlay(struct hashlb_table *t)
+/* The owners of <t>'s effective entries (Maglev slots, ring points), and how many. */
+static const uint16_t *table_owners(const struct hashlb_table *t, uint32_t *ret_n)
+{
+	bool maglev = t->params.scheme == HASHLB_SCHEME_MAGLEV;
+
+	*ret_n = maglev ? t->params.maglev_m : t->ring.n;
+	return maglev ? t->slots : t->ring.owner;
+}
+
+/* Build the effective table from the full one and t->down; <src> (NULL for a build) is the
+ * table <t> is made from, whose owner blocks <t> holds too where their effective entries are
+ * the same array. */
+static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src)
 {
 	int ret = 0;
 
@@ -825,28 +875,32 @@ static int apply_overlay(struct hashlb_table *t)
 	if (ret < 0)
 		return ret;
 	if (t->skewed) {
-		bool maglev = t->params.scheme == HASHLB_SCHEME_MAGLEV;
+		uint32_t n, src_n;
+		const uint16_t *own = table_owners(t, &n);
 
-		ret = owner_blocks_build(maglev ? t->slots : t->ring.owner,
-					 maglev ? t->params.maglev_m : t->ring.n, &t->blocks);
-		if (ret < 0)
+		if (src && src->blocks && table_owners(src, &src_n) == own && src_n == n) {
+			t->blocks = src->blocks;
+			atomic_fetch_add_explicit(&blocks_shared(t->blocks)->refs, 1,
+						  memory_order_relaxed);
+		} else if ((ret = owner_blocks_build(own, n, &t->blocks)) < 0) {
 			return ret;
+		}
 	}
 	t->bytes = table_base_bytes(t->n, 0);
-	if (t->blocks)
-		t->bytes += owner_blocks_bytes(
-			t->params.scheme == HASHLB_SCHEME_MAGLEV ? t->params.maglev_m : t->ring.n);
 	/* the refcounted arrays, which hashlb_tables_shared_bytes() counts as they are
 	 * allocated and freed: Maglev's full, effective (if its own) and kept slots, the ring's
-	 * full points and effective ones (if its own) */
+	 * full points and effective ones (if its own), and the owner blocks */
+	t->bytes_shared = 0;
+	if (t->blocks)
+		t->bytes_shared = owner_blocks_bytes(blocks_shared(t->blocks)->entries);
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
-		t->bytes_shared = (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
-				  (size_t)t->params.maglev_m * sizeof(uint16_t);
+		t->bytes_shared += (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
+				   (size_t)t->params.maglev_m * sizeof(uint16_t);
 		t->bytes += t->bytes_shared + (t->kept_down ? t->n : 0);
 	}
 	if (t->params.scheme == HASHLB_SCHEME_RING) {
-		t->bytes_shared = ring_points_bytes(&t->full_ring) +
-				  (t->ring.borrowed ? 0 : ring_points_bytes(&t->ring));
+		t->bytes_shared += ring_points_bytes(&t->full_ring) +
+				   (t->ring.borrowed ? 0 : ring_points_bytes(&t->ring));
 		t->bytes += t->bytes_shared + (((size_t)1 << t->ring.bucket_bits) + 1) * 4 +
 			    ((size_t)1 << (64 - t->ring.hot_shift)) * 4;
 	}
@@ -861,12 +915,13 @@ uint64_t hashlb_table_builds(void)
 }
 
 /* The last step of every build: the overlay over <t>'s full table if <ret>
- * is 0, then <t> in <ret_table> (counted); or <t> freed and the error. */
-static int table_finish(struct hashlb_table *t, int ret, struct hashlb_table **ret_table,
-			struct hashlb_error *err)
+ * is 0 (<src>: apply_overlay()'s), then <t> in <ret_table> (counted); or <t> freed and the
+ * error. */
+static int table_finish(struct hashlb_table *t, const struct hashlb_table *src, int ret,
+			struct hashlb_table **ret_table, struct hashlb_error *err)
 {
 	if (ret == 0)
-		ret = apply_overlay(t);
+		ret = apply_overlay(t, src);
 	if (ret < 0) {
 		hashlb_table_free(t);
 		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
@@ -903,7 +958,7 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 		ret = ring_build(&t->full_ring, prm.ring_v, prm.seed, t->names, t->weights,
 				 t->order, t->n, weight_sum * prm.ring_v);
 	}
-	return table_finish(t, ret, ret_table, err);
+	return table_finish(t, NULL, ret, ret_table, err);
 }
 
 int hashlb_table_check(const struct hashlb_table_params *p,
@@ -1016,7 +1071,7 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 		/* the same full ring: base's points, shared */
 		ring_share(&t->full_ring, &base->full_ring);
 	}
-	return table_finish(t, ret, ret_table, err);
+	return table_finish(t, base, ret, ret_table, err);
 }
 
 /*
@@ -1296,7 +1351,7 @@ int hashlb_table_rebuild(const struct hashlb_table *prev,
 	free(by_name);
 	free(remap);
 	free(fresh);
-	return table_finish(t, ret, ret_table, err);
+	return table_finish(t, prev, ret, ret_table, err);
 }
 
 uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash)
@@ -1523,6 +1578,14 @@ static bool slots_held(const struct hashlb_table *t, const uint16_t *slots)
 	return slots && (slots == t->full_slots || slots == t->slots || slots == t->kept_slots);
 }
 
+/* The bytes of <t>'s owner blocks when <other> holds them too. */
+static size_t blocks_shared_bytes(const struct hashlb_table *t, const struct hashlb_table *other)
+{
+	return t->blocks && t->blocks == other->blocks
+		       ? owner_blocks_bytes(blocks_shared(t->blocks)->entries)
+		       : 0;
+}
+
 size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other)
 {
 	size_t n = 0;
@@ -1531,13 +1594,14 @@ size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hash
 		return 0;
 	/* the full ring's points, 10 bytes each and the sentinel (apply_overlay()) */
 	if (t->params.scheme == HASHLB_SCHEME_RING)
-		return t->full_ring.pos == other->full_ring.pos ? ((size_t)t->full_ring.n + 1) * 10
-								: 0;
+		return (t->full_ring.pos == other->full_ring.pos ? ((size_t)t->full_ring.n + 1) * 10
+								 : 0) +
+		       blocks_shared_bytes(t, other);
 	/* the arrays apply_overlay() counts in t->bytes */
 	n += slots_held(other, t->full_slots);
 	n += t->slots != t->full_slots && slots_held(other, t->slots);
 	n += slots_held(other, t->kept_slots);
-	return n * t->params.maglev_m * sizeof(*t->full_slots);
+	return n * t->params.maglev_m * sizeof(*t->full_slots) + blocks_shared_bytes(t, other);
 }
 
 void hashlb_table_view(const struct hashlb_table *t, struct hashlb_table_view *ret_view)

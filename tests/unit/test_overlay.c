@@ -655,6 +655,50 @@ static void test_ring_with_down_shares_full_ring(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * Weights more than 16 times apart: a table whose effective slots are the very array of the
+ * table it is made from (a reload that leaves every backend where it was, a backend of weight
+ * 0 down) holds that table's owner blocks too rather than build them again (a pass over M
+ * slots), counts them as shared, and outlives the table it shares them with, its preference
+ * lists the build's (ASan builds check that nothing freed is read).
+ */
+static void test_owner_blocks_shared(void **state)
+{
+	const uint32_t m = 65537, blocks = ((m >> 6) + 1 + (m >> 12) + 1) * 4 * 2;
+	struct test_backends b;
+	struct hashlb_table *down, *reloaded, *idle, *built;
+	bool off[5] = { true, false, false, false, false };
+	uint64_t shared = hashlb_tables_shared_bytes(), ks = 3;
+
+	test_backends_init(&b, 5, "sk-");
+	b.spec[2].weight = 100;
+	b.spec[4].weight = 0;
+	b.spec[0].down = true;
+	down = test_build(HASHLB_SCHEME_MAGLEV, m, 7, b.spec, 5);
+	assert_int_equal(hashlb_table_rebuild(down, b.spec, 5, &reloaded, NULL), 0);
+	/* the full, effective and kept slots, and the owner blocks */
+	assert_int_equal(hashlb_table_bytes_shared(reloaded, down), 3 * 2 * m + blocks);
+	off[4] = true; /* the backend of weight 0 down too: the same turns */
+	idle = with_down(reloaded, off);
+	assert_int_equal(hashlb_table_bytes_shared(idle, reloaded), 3 * 2 * m + blocks);
+	hashlb_table_free(down);
+	hashlb_table_free(reloaded);
+	b.spec[4].down = true;
+	built = test_build(HASHLB_SCHEME_MAGLEV, m, 7, b.spec, 5);
+	for (int k = 0; k < 2000; k++) {
+		uint64_t h = test_next_key(&ks);
+		uint32_t pa[5], pb[5];
+		size_t na = hashlb_table_preference(idle, h, pa, 5);
+
+		assert_int_equal(na, hashlb_table_preference(built, h, pb, 5));
+		assert_memory_equal(pa, pb, na * sizeof(*pa));
+	}
+	hashlb_table_free(idle);
+	hashlb_table_free(built);
+	assert_int_equal(hashlb_tables_shared_bytes(), shared);
+	test_backends_free(&b);
+}
+
 /* <t>'s effective slots, fingerprint and bytes are those of the Maglev build of <spec> (<n>). */
 static void same_as_build(const struct hashlb_table *t, uint32_t m, uint64_t seed,
 			  const struct hashlb_backend_spec *spec, size_t n)
@@ -1428,6 +1472,7 @@ int main(void)
 		cmocka_unit_test(test_with_down_shares_full_slots),
 		cmocka_unit_test(test_rebuild_same_indices_shares_slots),
 		cmocka_unit_test(test_ring_with_down_shares_full_ring),
+		cmocka_unit_test(test_owner_blocks_shared),
 		cmocka_unit_test(test_flap_down_again_copies),
 		cmocka_unit_test(test_reload_keeps_flap_spare),
 		cmocka_unit_test(test_flap_beside_a_down_copies),
