@@ -90,7 +90,6 @@ struct hashlb_table {
 	/* fingerprint and n_present copied from a table of the same effective slots */
 	bool fingerprinted;
 	size_t bytes;
-	size_t bytes_shared; /* of bytes, those in refcounted arrays (hashlb_tables_shared_bytes()) */
 };
 
 /* hashlb_tables_shared_bytes() as a refcounted array is allocated and freed (its last

@@ -831,6 +831,23 @@ static int table_summary(struct hashlb_table *t)
 	return 0;
 }
 
+/*
+ * Of <t>'s bytes, those of its refcounted arrays, which hashlb_tables_shared_bytes() counts as
+ * they are allocated and freed: Maglev's full, effective (if its own) and kept slots, the ring's
+ * full points and effective ones (if its own), and the owner blocks. Worked out, not kept:
+ * the table's size is in what hashlb_table_bytes() and the memory cap count.
+ */
+static size_t table_bytes_refcounted(const struct hashlb_table *t)
+{
+	size_t n = t->blocks ? owner_blocks_bytes(blocks_shared(t->blocks)->entries) : 0;
+
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)
+		return n + (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
+				   (size_t)t->params.maglev_m * sizeof(uint16_t);
+	return n + ring_points_bytes(&t->full_ring) +
+	       (t->ring.borrowed ? 0 : ring_points_bytes(&t->ring));
+}
+
 /* The owners of <t>'s effective entries (Maglev slots, ring points), and how many. */
 static const uint16_t *table_owners(const struct hashlb_table *t, uint32_t *ret_n)
 {
@@ -886,24 +903,12 @@ static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src)
 			return ret;
 		}
 	}
-	t->bytes = table_base_bytes(t->n, 0);
-	/* the refcounted arrays, which hashlb_tables_shared_bytes() counts as they are
-	 * allocated and freed: Maglev's full, effective (if its own) and kept slots, the ring's
-	 * full points and effective ones (if its own), and the owner blocks */
-	t->bytes_shared = 0;
-	if (t->blocks)
-		t->bytes_shared = owner_blocks_bytes(blocks_shared(t->blocks)->entries);
-	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
-		t->bytes_shared += (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
-				   (size_t)t->params.maglev_m * sizeof(uint16_t);
-		t->bytes += t->bytes_shared + (t->kept_down ? t->n : 0);
-	}
-	if (t->params.scheme == HASHLB_SCHEME_RING) {
-		t->bytes_shared += ring_points_bytes(&t->full_ring) +
-				   (t->ring.borrowed ? 0 : ring_points_bytes(&t->ring));
-		t->bytes += t->bytes_shared + (((size_t)1 << t->ring.bucket_bits) + 1) * 4 +
+	t->bytes = table_base_bytes(t->n, 0) + table_bytes_refcounted(t);
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)
+		t->bytes += t->kept_down ? t->n : 0;
+	if (t->params.scheme == HASHLB_SCHEME_RING)
+		t->bytes += (((size_t)1 << t->ring.bucket_bits) + 1) * 4 +
 			    ((size_t)1 << (64 - t->ring.hot_shift)) * 4;
-	}
 	return 0;
 }
 
@@ -1569,7 +1574,7 @@ size_t hashlb_table_bytes(const struct hashlb_table *t)
 
 size_t hashlb_table_bytes_unshared(const struct hashlb_table *t)
 {
-	return t->bytes - t->bytes_shared;
+	return t->bytes - table_bytes_refcounted(t);
 }
 
 /* Whether <slots> is one of <t>'s slot arrays. */
