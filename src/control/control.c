@@ -207,6 +207,20 @@ static void resolve_failed(struct hlb_control *ctl, const char *what,
 	ctl->resolve_logged_ms[k] = now;
 }
 
+/*
+ * A round without a failure of the kind <what> says (RESOLVE_NOT_RESOLVED: every name
+ * resolved; RESOLVE_REFUSED: its addresses applied, or nothing to apply) while the other kind
+ * goes on failing: the next of this kind is said again, as after a round without either
+ * (resolve_recovered()). Remembered through such a round, a refusal back after its addresses
+ * were applied ("names resolved to new addresses, applied"), or a name failing again after it
+ * resolved, was not said at all while the other kind kept the run of failures going.
+ */
+static void resolve_cleared(struct hlb_control *ctl, const char *what)
+{
+	memset(&ctl->resolve_logged[!strcmp(what, RESOLVE_REFUSED)], 0,
+	       sizeof(ctl->resolve_logged[0]));
+}
+
 /* Every name resolved (a round, or a reload): say so if they had failed. */
 static void resolve_recovered(struct hlb_control *ctl)
 {
@@ -397,6 +411,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		free(now_ix.v);
 	}
 	if (n == 0) {
+		resolve_cleared(ctl, RESOLVE_REFUSED);
 		resolve_ok(ctl, ok);
 		resolve_drop(ctl);
 		return;
@@ -409,6 +424,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		resolve_drop(ctl);
 		return;
 	}
+	resolve_cleared(ctl, RESOLVE_REFUSED);
 	resolve_ok(ctl, ok);
 	/* published now, each table rebuilt saying what it moved, as a reload's */
 	hlb_pool_flush_resolve(ctl->pool, NULL);
@@ -494,6 +510,8 @@ static void resolve_tick(void *arg)
 	named = failed.reason != HASHLB_ERR_NONE && (r == 0 || refused);
 	if (named)
 		resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed, true);
+	else if (failed.reason == HASHLB_ERR_NONE && (r == 0 || refused))
+		resolve_cleared(ctl, RESOLVE_NOT_RESOLVED);
 	if (r < 0) {
 		/* the names resolved, their addresses past the config's own table_memory */
 		resolve_failed(ctl, refused ? RESOLVE_REFUSED : RESOLVE_NOT_RESOLVED, &err, !named);

@@ -1128,6 +1128,25 @@ def refused_with_a_failing_name(tag, first, weight_set):
     check(sorted(b["name"] for b in lb.service()["backends"]) ==
           ["b", "o", f"pool@{hosts[0]}"], f"the backends keep their addresses: "
           f"{lb.service()['backends']}")
+
+    # pool's addresses within the cap: applied (other still failing); then past it again, a
+    # refusal of other addresses than those now in use: said again, not taken for the first
+    names.set_hosts("".join(f"{h} pool\n" for h in hosts[:2]))
+    check(lb.wait(lambda: msg_lines(lb, "names resolved to new addresses, applied"),
+                  timeout=15) is not None, f"pool's two addresses applied: {lb.log[-3:]}")
+    names.set_hosts("".join(f"{h} pool\n" for h in hosts))
+    refused = "names resolved, their new addresses refused"
+    check(lb.wait(lambda: len(msg_lines(lb, refused)) >= 2, timeout=15) is not None,
+          f"the refusal back after an applied round is logged again: {msg_lines(lb, refused)}")
+    got = refused_rounds(lb, 2)
+    failed = msg_lines(lb, "names not resolved")
+    m = re.search(r" rounds_failed=(\d+)", got[-1])
+    check(len(got) == 2 and m and int(m.group(1)) > 1,
+          f"once more, in the same run of failed rounds, not each round: {got}")
+    check(len(failed) == 1, f"the name that kept failing is not said again: {failed}")
+    check(sorted(b["name"] for b in lb.service()["backends"]) ==
+          ["b", "o", f"pool@{hosts[0]}", f"pool@{hosts[1]}"],
+          f"the backends keep the addresses applied: {lb.service()['backends']}")
     check(lb.stop() == 0, "exit 0")
 
 
