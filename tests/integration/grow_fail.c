@@ -3,14 +3,17 @@
  * process whose pid the file HLB_TEST_GROW_FAIL holds: the one call numbered
  * HLB_TEST_GROW_FAIL_AT (from 1, the default) of those made there since the file appeared,
  * which then creates the file named as that one with ".hit" after it, saying which growth
- * failed: "caller=0xOFFSET grown=0|1 count=N", the call's return address as an offset in the
- * object that made it (its function found with nm), whether the array was allocated before
- * (1) or this was its first allocation (0), and the elements asked for. No file, or another
+ * failed: "callers=0xOFFSET,0xOFFSET grown=0|1 count=N", the return addresses of the call and
+ * of the one before it (backtrace()) as offsets in the objects that made them (their functions
+ * found with nm: the second tells the caller of hlb_grow() where it is not inlined, as at -O0,
+ * CI's sanitizer build), whether the array was allocated before (1) or this was its first
+ * allocation (0), and the elements asked for. No file, or another
  * process's pid (an upgrade's new process, which inherits the shim): every call runs as
  * usual. Only the workers: the hot path allocates nothing, an array grows there only where
  * the code says why (a lending's clients). */
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -37,20 +40,40 @@ static bool armed(void)
 	return n > 0 && atol(buf) == (long)getpid();
 }
 
-/* Say the failure came, and which growth it was: the file HLB_TEST_GROW_FAIL names, ".hit"
- * after its name, created, holding the caller's return address <ret> (an offset in its
- * object), whether the array <p> existed and the <n> elements asked for. */
-static void hit(const void *ret, const void *p, size_t n)
+/* backtrace() loaded (libgcc's unwinder, dlopen()ed at its first call) before any growth fails */
+__attribute__((constructor)) static void backtrace_ready(void)
 {
-	char path[4096], text[128];
-	Dl_info info = { 0 };
-	int fd, len;
+	void *frame;
 
-	if (!dladdr(ret, &info))
-		info.dli_fbase = NULL;
-	len = snprintf(text, sizeof(text), "caller=0x%lx grown=%d count=%zu\n",
-		       (unsigned long)((const char *)ret - (const char *)info.dli_fbase), p != NULL,
-		       n);
+	backtrace(&frame, 1);
+}
+
+/* Say the failure came, and which growth it was: the file HLB_TEST_GROW_FAIL names, ".hit"
+ * after its name, created, holding the return addresses of the two calls below this shim's
+ * own (offsets in their objects), whether the array <p> existed and the <n> elements asked
+ * for. */
+static void hit(const void *p, size_t n)
+{
+	char path[4096], text[160];
+	void *frames[16];
+	Dl_info self = { 0 }, info;
+	int fd, len, nf = backtrace(frames, 16), k = 0, first = nf;
+
+	len = snprintf(text, sizeof(text), "callers=");
+	dladdr((void *)hit, &self);
+	/* after this shim's frames (the first may be a sanitizer's, around backtrace()) */
+	for (int i = nf; i-- > 0 && first == nf;)
+		if (dladdr(frames[i], &info) && info.dli_fbase == self.dli_fbase)
+			first = i + 1;
+	for (int i = first; i < nf && k < 2; i++) {
+		if (!dladdr(frames[i], &info))
+			info.dli_fbase = NULL;
+		len += snprintf(
+			text + len, sizeof(text) - (size_t)len, "%s0x%lx", k++ ? "," : "",
+			(unsigned long)((const char *)frames[i] - (const char *)info.dli_fbase));
+	}
+	len += snprintf(text + len, sizeof(text) - (size_t)len, " grown=%d count=%zu\n", p != NULL,
+			n);
 	snprintf(path, sizeof(path), "%s.hit", getenv("HLB_TEST_GROW_FAIL"));
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -71,7 +94,7 @@ void *reallocarray(void *p, size_t n, size_t size)
 	prctl(PR_GET_NAME, name);
 	if (!strncmp(name, "hlb-worker", 10) && armed() &&
 	    atomic_fetch_add(&armed_calls, 1) + 1 == (at ? atol(at) : 1)) {
-		hit(__builtin_return_address(0), p, n);
+		hit(p, n);
 		errno = ENOMEM;
 		return NULL;
 	}

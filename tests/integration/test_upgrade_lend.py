@@ -479,16 +479,21 @@ def queued_clients_keep_their_queue_wait():
 def failed_growth(exe, text):
     """Which growth grow_fail.c failed in <exe>, from what its ".hit" file says (<text>): (the
     function that asked, whether the array was there before (grown, not first allocated), the
-    elements asked for); None if the file does not say."""
-    m = re.fullmatch(r"caller=0x([0-9a-f]+) grown=([01]) count=(\d+)\n", text)
+    elements asked for); None if the file does not say. The function is the first of the two
+    callers the shim names that is not hlb_grow() (inline, but a function of its own at -O0,
+    as in CI's sanitizer build)."""
+    m = re.fullmatch(r"callers=0x([0-9a-f]+)(?:,0x([0-9a-f]+))? grown=([01]) count=(\d+)\n",
+                     text)
     if not m:
         return None
-    at = int(m.group(1), 16)  # an offset in <exe>, a PIE: as nm gives its functions
     nm = subprocess.run(["nm", "--defined-only", exe], capture_output=True, text=True).stdout
     funcs = [(int(f[0], 16), f[2]) for f in map(str.split, nm.splitlines())
              if len(f) == 3 and f[1] in "tT"]
-    func = max(((a, name) for a, name in funcs if a <= at), default=(0, None))[1]
-    return func, m.group(2) == "1", int(m.group(3))
+    # offsets in <exe>, a PIE: as nm gives its functions
+    names = [max(((a, name) for a, name in funcs if a <= int(at, 16)), default=(0, None))[1]
+             for at in m.group(1, 2) if at]
+    func = next((f for f in names if f != "hlb_grow"), names[0])
+    return func, m.group(3) == "1", int(m.group(4))
 
 
 def lent_short_of_memory(at):
