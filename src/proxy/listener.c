@@ -1155,26 +1155,68 @@ static void take_extra(struct hlb_proxy *p, struct hlb_listener *l, const struct
 	}
 }
 
-int hlb_listener_err(int ret, const struct sockaddr *addr, const char *name,
+/* Whether socket <fd>, bound to <at>, takes IPv4 clients where <a> is IPv4: not an IPv6
+ * wildcard set IPV6_V6ONLY (hashlb_listen_clash() takes [::] for dual-stack, as hashlb's own). */
+static bool held_covers(int fd, const struct sockaddr_storage *at, const struct sockaddr_storage *a)
+{
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+	int only = 0;
+	socklen_t len = sizeof(only);
+
+	if (at->ss_family != AF_INET6 || !hashlb_addr_is_any(at) ||
+	    (a->ss_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)))
+		return true;
+	return getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, &len) < 0 || !only;
+}
+
+/* A socket <p> holds (the service manager's, passed or handed on at an upgrade; used by a
+ * listener or not) where a bind of <a> collides, that has no SO_REUSEPORT: it refuses the bind
+ * whoever makes it, this process too. Its address into <where>, or false if none. */
+static bool held_refuses(const struct hlb_proxy *p, const struct sockaddr_storage *a, char *where,
+			 size_t size)
+{
+	for (uint32_t i = 0; p && i < p->n_inh; i++) {
+		int on = 0;
+		socklen_t len = sizeof(on);
+
+		if (p->inh[i].fd < 0 || !hashlb_listen_clash(&p->inh[i].addr, a) ||
+		    !held_covers(p->inh[i].fd, &p->inh[i].addr, a) ||
+		    getsockopt(p->inh[i].fd, SOL_SOCKET, SO_REUSEPORT, &on, &len) < 0 || on)
+			continue;
+		hashlb_addr_format(&p->inh[i].addr, where, size);
+		return true;
+	}
+	return false;
+}
+
+int hlb_listener_err(struct hlb_proxy *p, int ret, const struct sockaddr *addr, const char *name,
 		     struct hashlb_error *err)
 {
 	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
 	uint16_t port = hashlb_addr_port(a);
-	char where[HASHLB_ADDR_STRLEN];
+	char where[HASHLB_ADDR_STRLEN], held[HASHLB_ADDR_STRLEN];
 	enum listen_who who;
 
 	hashlb_addr_format(a, where, sizeof(where));
+	if (ret == -EADDRINUSE && port && held_refuses(p, a, held, sizeof(held)))
+		return hashlb_err(
+			err, ret, HASHLB_ERR_SYSTEM,
+			"service '%s': cannot listen on %s: %s (hashlb's own socket on %s, "
+			"which the service manager passed, has no SO_REUSEPORT: "
+			"ReusePort=yes in its .socket unit)",
+			name, where, strerror(-ret), held);
 	who = ret == -EADDRINUSE && port ? who_listens(a) : LISTEN_UNKNOWN;
 	/* Our own listeners set SO_REUSEPORT and never refuse the bind: a socket that does
 	 * not listen does (a connection's, bound to the port on an address the bind covers,
-	 * TIME_WAIT included), which "another process listens there" misnamed. */
+	 * TIME_WAIT included), which "another process listens there" misnamed. Short enough
+	 * to be whole in a hashlb_error (a longer one was cut in its middle, the command
+	 * with it), a long service name cut instead. */
 	if (who != LISTEN_NONE && who != LISTEN_OURS)
 		return hashlb_listen_err(err, ret, name, where);
 	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
 			  "service '%s': cannot listen on %s: %s (no other process listens there: "
-			  "connections hold port %u on an address the bind covers, `ss -tan "
-			  "sport = :%u` lists them; the kernel picks their ports from "
-			  "net.ipv4.ip_local_port_range: a port outside it meets none)",
+			  "connections hold port %u on an address the bind covers; `ss -tan "
+			  "sport = :%u` lists them)",
 			  name, where, strerror(-ret), port, port);
 }
 
@@ -1187,7 +1229,7 @@ static int open_failed(struct hlb_proxy *p, struct hlb_listener *l, int ret, con
 
 	listener_free(l);
 	inh_counted(p);
-	return hlb_listener_err(ret, (const struct sockaddr *)&bound, name, err);
+	return hlb_listener_err(p, ret, (const struct sockaddr *)&bound, name, err);
 }
 
 /*

@@ -228,12 +228,13 @@ bool hlb_proxy_migrates(struct hlb_proxy *p);
  */
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len);
 /*
- * <err> filled for a listener of service <name> that could not be bound to <addr> (-errno
- * <ret>; hashlb_listen_err()), <ret> returned. -EADDRINUSE where no other process listens
- * (nobody, or only this process's SO_REUSEPORT sockets, which never refuse it) is said as
- * what it is: sockets that do not listen, connections', hold the port.
+ * <err> filled for a listener of service <name> of <p> that could not be bound to <addr>
+ * (-errno <ret>; hashlb_listen_err()), <ret> returned. -EADDRINUSE where no other process
+ * listens is said as what it is: a socket <p> holds from the service manager, which has no
+ * SO_REUSEPORT, refuses it; else (nobody, or only this process's SO_REUSEPORT sockets, which
+ * never refuse it) sockets that do not listen, connections', hold the port.
  */
-int hlb_listener_err(int ret, const struct sockaddr *addr, const char *name,
+int hlb_listener_err(struct hlb_proxy *p, int ret, const struct sockaddr *addr, const char *name,
 		     struct hashlb_error *err);
 /*
  * Socket activation: take the listening sockets the service manager passed

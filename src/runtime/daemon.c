@@ -658,7 +658,7 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 			hashlb_addr_format((const struct sockaddr_storage *)addr, shared,
 					   sizeof(shared));
 			if (d->running)
-				return hlb_listener_err(r, addr, name, err);
+				return hlb_listener_err(d->proxy, r, addr, name, err);
 		}
 	}
 	dl = calloc(1, sizeof(*dl));

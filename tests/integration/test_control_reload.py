@@ -248,7 +248,8 @@ def a_wildcard_refused_by_a_connection_on_its_port_says_so():
     lb.rewrite(config([("a", b.addr)], health="enabled: false", listen=f"0.0.0.0:{port}"))
     rc, so, se, logged = lb.reload()
     check(rc != 0 and "another process listens there" not in se
-          and "no other process listens there" in se and f"sport = :{port}" in se
+          and "no other process listens there" in se
+          and f"`ss -tan sport = :{port}` lists them)" in se
           and lb.service()["bound"] == f"127.0.0.1:{port}",
           f"to 0.0.0.0:{port} beside a connection on {client_ip(9100)}:{port}: refused, the "
           f"connection named, 127.0.0.1:{port} kept: rc={rc} {se}")

@@ -1448,6 +1448,32 @@ def passed_socket_in_the_other_family_is_used():
         lsock.close()
 
 
+def passed_socket_refusing_a_wildcard_says_so():
+    """A socket the service manager passed on 127.0.0.1:P (no SO_REUSEPORT: a .socket unit's
+    default) refuses hashlb's own bind of 0.0.0.0:P, which its config listens on: the start is
+    refused naming that socket, hashlb's own, and what lets the bind beside it. Before, it said
+    "no other process listens there: connections hold port P", sending the operator to ss for
+    connections that were not the cause."""
+    lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
+    port = lsock.getsockname()[1]
+    path = tmpfile("passed-wild.yaml", config(BACKENDS, listen=f"0.0.0.0:{port}"))
+    p, log = activated(path, lsock)
+    try:
+        check(p.wait(20) == 1, f"exit 1: {p.returncode}")
+        check(wait_for(log, f"cannot listen on 0.0.0.0:{port}: Address already in use "
+                            f"(hashlb's own socket on 127.0.0.1:{port}, which the service "
+                            f"manager passed, has no SO_REUSEPORT: ReusePort=yes in its "
+                            f".socket unit)"),
+              f"the passed socket named: {log[-3:]}")
+        check(not any("connections hold port" in l or "another process" in l for l in log),
+              f"neither connections nor another process blamed: {log[-3:]}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        lsock.close()
+
+
 def passed_socket_outlives_a_worker_failure_after_an_upgrade(workers=2):
     """The service manager's socket, handed on by an upgrade in place (a descriptor per worker
     of the new process), still listens once a worker of the new process has failed (its
@@ -1566,6 +1592,7 @@ def activated_socket_share_error_says_where():
 run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_beside_another_process_in_the_other_family,
            passed_socket_in_the_other_family_is_used,
+           passed_socket_refusing_a_wildcard_says_so,
            passed_socket_removed_and_added_back_after_an_upgrade,
            passed_socket_unused_then_added_after_an_upgrade,
            passed_socket_kept_by_an_upgrade_that_adds_workers,
