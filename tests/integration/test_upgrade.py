@@ -1478,18 +1478,36 @@ def close_held_at_a_handover_says_what_it_did():
     so the handover must come within them: C, the upgrade's new process, is held as it binds
     its admin socket (start_pause.c, preloaded by a stand-in installed as the new version that
     runs hashlb), the Unix path still B's, until the close waits for A; let go, it is ready
-    and B hands over at once, well inside the 2 s."""
-    path = tmppath("closehand.sock")
-    exe, a = installed("closehand", "unix:" + path)
-    real = tmppath("hashlb-closehand-real")
+    and B hands over at once, well inside the 2 s on a quiet machine (0.4 s here). On a
+    loaded one (CI's sanitizer build beside the rest) C may take longer: where B's 2 s ran out
+    first (B logs that A did not answer), the case was not made, and it is made again, three
+    times at most; the answer of a try that made it must be the one above."""
+    for i in range(3):
+        close, gave_up = close_at_a_handover(i)
+        if not gave_up:
+            break
+        print(f"    try {i}: B's 2 s for A's count ran out before C was ready: again")
+    check(not gave_up, "in one of three tries C was ready within B's 2 s")
+    check(gave_up or close.startswith(b"HTTP/1.1 200") and
+          b"its count not waited for: this one handed its admin address over" in close,
+          f"B answers what it did, A's count not waited for: {close!r}")
+
+
+def close_at_a_handover(i):
+    """One try of close_held_at_a_handover_says_what_it_did: (B's answer to the close, whether
+    B gave up on A's count before the handover)."""
+    path = tmppath(f"closehand{i}.sock")
+    exe, a = installed(f"closehand{i}", "unix:" + path)
+    real = tmppath(f"hashlb-closehand{i}-real")
     install(HASHLB, real)
     rendezvous = socket.socket(socket.AF_UNIX)
-    rendezvous.bind(tmppath("closehand-pause.sock"))
+    rendezvous.bind(tmppath(f"closehand{i}-pause.sock"))
     rendezvous.listen(1)
     rendezvous.settimeout(30)
     wrap = list(shim_wrap("start_pause", "HLB_TEST_PAUSE_AT=bind", "HLB_TEST_PAUSE_FD=50"))
     b_pid = c_pid = None
     held = None
+    close = b""
     try:
         held = connect(LISTEN, client_ip(1))
         target = read_line(held)
@@ -1500,7 +1518,7 @@ def close_held_at_a_handover_says_what_it_did():
             f.write(f"#!{sys.executable}\n"
                     "import os, socket, sys\n"
                     "s = socket.socket(socket.AF_UNIX)\n"
-                    f"s.connect({tmppath('closehand-pause.sock')!r})\n"
+                    f"s.connect({tmppath(f'closehand{i}-pause.sock')!r})\n"
                     "os.dup2(s.fileno(), 50)\n"
                     f"os.execvp('env', {wrap!r} + [{real!r}] + sys.argv[1:])\n")
         os.chmod(exe + ".new", 0o755)
@@ -1521,10 +1539,8 @@ def close_held_at_a_handover_says_what_it_did():
         closing.settimeout(30)
         close = read_to_eof(closing)
         closing.close()
-        check(close.startswith(b"HTTP/1.1 200") and
-              (b"those of the hashlb this one took over from (pid %d) were asked too, its "
-               b"count not waited for: this one handed its admin address over" % a.proc.pid)
-              in close, f"B answers what it did, A's count not waited for: {close!r}")
+        check(b"(pid %d) were asked too" % a.proc.pid in close,
+              f"B says it asked A: {close!r}")
     finally:
         a.proc.send_signal(signal.SIGCONT)
         rendezvous.close()
@@ -1532,6 +1548,9 @@ def close_held_at_a_handover_says_what_it_did():
             held.close()
     check(exit_status(a.proc, 30) == 0, "A, continued, drains and exits 0")
     kill(b_pid, c_pid)
+    gave_up = any("the old hashlb did not answer" in l and f"self_pid={b_pid}" in l
+                  for l in list(a.log))
+    return close, gave_up
 
 
 def close_reaches_two_processes_back():
