@@ -372,7 +372,9 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
  * counted during the swap), less what no table counts: passed but closed_passed
  * (a table's passed is its closed_passed), drops of a packet whose port was not read
  * (malformed, fragment). A table's ct_hits are its packets less its new_flows and
- * rst_untracked. Of a program of one table, [0] holds the program's. 0; 1 for a program
+ * rst_untracked, these read after the packets: never more than the hits there were, but a
+ * later reading may show fewer (more new flows came between its two reads), so a reader
+ * that shows it as a counter keeps the highest it showed (run_steer_stats()). Of a program of one table, [0] holds the program's. 0; 1 for a program
  * of several tables an older hashlb loaded that counts each table's packets and bytes
  * alone (the others 0); -EOPNOTSUPP for one that counts none, or -errno.
  */
@@ -430,6 +432,8 @@ int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32
  * different moments that did not add up to the program's). 0 or -errno.
  */
 int hashlb_steer_flows_tables(struct hashlb_steer *s, uint32_t *ret_tables, uint32_t *ret_all);
+/* The id of <s>'s program (0: not known to be attached): another program, another id. */
+uint32_t hashlb_steer_prog_id(const struct hashlb_steer *s);
 /* Whether <a> and <b> are handles of the same program attached (two
  * services' on one interface: hashlb_steer_share()); false for NULL, or a
  * program not known to be attached. */

@@ -119,6 +119,11 @@ struct run_steer_svc {
 	/* What a drain's look found of its own entries (drain_look()), if <looked> */
 	bool looked;
 	struct hashlb_steer_flows look;
+	/* The highest own ct_hits run_steer_stats() showed, of table <hits_table> of program
+	 * <hits_prog> (hashlb_steer_prog_id()): a table's are derived from two reads, and a
+	 * later reading may show fewer (hashlb_steer_tables_stats()) */
+	uint64_t hits_shown;
+	uint32_t hits_prog, hits_table;
 };
 
 struct run_steer {
@@ -557,13 +562,12 @@ static bool steer_live(const struct run_steer_svc *o)
  * hlbren0) that name is no interface's, and a service added on hlbren0 took
  * the first's program over so.
  */
-static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
-					       const struct run_steer_svc *e)
+static struct run_steer_svc *iface_taken(struct run_steer *rs, const struct run_steer_svc *e)
 {
 	unsigned int ifindex = if_nametoindex(e->iface);
 
 	for (uint32_t i = 0; ifindex && i < rs->n; i++) {
-		const struct run_steer_svc *o = &rs->svcs[i];
+		struct run_steer_svc *o = &rs->svcs[i];
 
 		if (o != e && steer_live(o) && hashlb_steer_ifindex(o->steer) == (int)ifindex)
 			return o;
@@ -715,6 +719,7 @@ static void table_taken(struct run_steer_svc *e)
 	struct hashlb_error err = { 0 };
 	int ret = hashlb_steer_table_stats_clear(e->steer);
 
+	e->hits_shown = 0; /* its conntrack_hits_total from 0 as well */
 	if (ret < 0) {
 		hashlb_err(&err, ret, HASHLB_ERR_SYSTEM, "zeroing its table's counters: %s",
 			   strerror(-ret));
@@ -737,7 +742,7 @@ static void table_taken(struct run_steer_svc *e)
  * second service on an interface was refused by the config, then one a
  * reload added was refused until a restart.
  */
-static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run_steer_svc *other,
+static int share(struct run_steer *rs, struct run_steer_svc *e, struct run_steer_svc *other,
 		 const struct hashlb_steer_opts *o, struct hashlb_error *err)
 {
 	uint32_t n = hashlb_steer_tables(other->steer);
@@ -767,6 +772,9 @@ static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run
 		if (ret < 0) {
 			log_error("kernel steering program not replaced", other->name, &why);
 		} else {
+			/* its table 0 seeded with the old program's counters: its hits go
+			 * on from what it showed (own_hits()) */
+			other->hits_prog = hashlb_steer_prog_id(other->steer);
 			/* interface= as the program's lines give it (iface_kv()) */
 			hlb_log(HLB_LOG_INFO, "kernel steering program replaced",
 				"service=%s %s mode=%s tables=%u for=%s reason=\"a table for each "
@@ -1024,7 +1032,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			refresh_arm(rs, name);
 			return;
 		}
-		const struct run_steer_svc *other = iface_taken(rs, e);
+		struct run_steer_svc *other = iface_taken(rs, e);
 
 		o.tables = iface_services(rs, e, &o);
 		/* Another service steers there (under this name or another of
@@ -1991,6 +1999,29 @@ static const struct steer_scan *steer_scan(struct run_steer *rs, struct run_stee
 	return x;
 }
 
+/*
+ * <own>, table <t>'s counters of <e>'s program just read: its ct_hits never below what <e>
+ * showed of that table before (e->hits_shown), as a counter must not go down. A table's
+ * hits are its packets less its new flows and untracked RSTs, read after: a reading that
+ * saw more new flows come between its two reads shows fewer than the one before. Before, a
+ * service getting new flows alone (a SYN flood) had its conntrack_hits_total go down and
+ * up, each fall read as a counter reset by a rate(). From 0 again on another program or
+ * table (its counters another's), or once its table's counters are zeroed (table_taken()).
+ */
+static void own_hits(struct run_steer_svc *e, uint32_t t, struct hlb_steer_stats *own)
+{
+	uint32_t prog = hashlb_steer_prog_id(e->steer);
+
+	if (prog != e->hits_prog || t != e->hits_table) {
+		e->hits_prog = prog;
+		e->hits_table = t;
+		e->hits_shown = 0;
+	}
+	if (own->ct_hits < e->hits_shown)
+		own->ct_hits = e->hits_shown;
+	e->hits_shown = own->ct_hits;
+}
+
 int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 {
 	struct run_steer *rs = arg;
@@ -2017,6 +2048,7 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	v.own = x->tstats[t];
 	v.own_known = x->own;
 	v.own_all = x->own_all;
+	own_hits(e, t, &v.own);
 	v.interface_flows = x->all;
 	v.flows_max = hashlb_steer_flows_max(e->steer);
 	v.table_stale = e->retry || e->too_small;

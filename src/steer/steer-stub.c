@@ -221,6 +221,11 @@ int hashlb_steer_flows_tables(struct hashlb_steer *s, uint32_t *ret_tables, uint
 	return -EOPNOTSUPP;
 }
 
+uint32_t hashlb_steer_prog_id(const struct hashlb_steer *s)
+{
+	return 0;
+}
+
 bool hashlb_steer_same_program(const struct hashlb_steer *a, const struct hashlb_steer *b)
 {
 	return false;

@@ -3514,14 +3514,21 @@ int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *re
 		return -EOPNOTSUPP;
 	memset(pb, 0, sizeof(pb));
 	memset(t2, 0, sizeof(t2));
-	/* the other counters before the packets: a table's ct_hits, its packets less
-	 * the new flows and untracked RSTs among them, never below 0 */
-	for (uint32_t t = 0; t < s->tables && ret == 0 && s->fd[M_TSTATS2] >= 0; t++)
-		ret = percpu_sum_at(s->fd[M_TSTATS2], t, s->tstats2_size, (uint64_t *)&t2[t],
-				    sizeof(t2[t]) / 8);
+	/*
+	 * The packets before the other counters: a table's ct_hits, its packets less the new
+	 * flows and untracked RSTs among them, then never above the hits there were when its
+	 * packets were read (a new flow counted between the two reads is subtracted, not
+	 * taken for a hit; 0 at the least). Before, the other counters were read first: each
+	 * new flow counted between the reads added a hit that the next reading took back, so
+	 * a service that only got new flows (a SYN flood) showed hits, and its
+	 * conntrack_hits_total went down.
+	 */
 	for (uint32_t t = 0; t < s->tables && ret == 0; t++)
 		ret = percpu_sum_at(s->fd[M_TSTATS], t, sizeof(pb[t]), (uint64_t *)&pb[t],
 				    sizeof(pb[t]) / 8);
+	for (uint32_t t = 0; t < s->tables && ret == 0 && s->fd[M_TSTATS2] >= 0; t++)
+		ret = percpu_sum_at(s->fd[M_TSTATS2], t, s->tstats2_size, (uint64_t *)&t2[t],
+				    sizeof(t2[t]) / 8);
 	if (ret < 0)
 		return ret;
 	for (uint32_t t = 0; t < s->tables; t++) {
@@ -3762,6 +3769,11 @@ int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32
 	if (ret == 0)
 		*ret_table = n[s->tables < 2 ? 0 : s->table];
 	return ret;
+}
+
+uint32_t hashlb_steer_prog_id(const struct hashlb_steer *s)
+{
+	return s->prog_id;
 }
 
 bool hashlb_steer_same_program(const struct hashlb_steer *a, const struct hashlb_steer *b)

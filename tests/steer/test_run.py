@@ -2512,7 +2512,11 @@ def shared_flows_moving(topo, servers):
     most 100,000 hand-made frames of a flow each, from a thread, past the table's capacity: then
 evictions replace entries of one service's by the other's): in each of the scrapes made
     meanwhile, web's and api's interface_conntrack_entries are the same, and their own
-    conntrack_entries add up to it, as docs/control.md says they do. Before, each service's
+    conntrack_entries add up to it, as docs/control.md says they do; and each service's
+    conntrack_hits_total stays what it was before the flood (no frame is a hit: each is a flow
+    of its own), never more, never less. Before, a table's hits, its packets less its new flows
+    read before them, counted each new flow arriving between the two reads as a hit, taken back
+    by the next scrape: the counter went up and down. Before, each service's
     figures came from a scan of its own, one after the other: the flows that arrived between
     two scans made the interface's differ from service to service within one scrape, the
     services' own not adding up to either (and N services on an interface scanned its table
@@ -2534,8 +2538,14 @@ evictions replace entries of one service's by the other's): in each of the scrap
             sent[0] = 2 * (k + 1)
 
     seen, bad, t = [], [], None
+    hits_bad, hits0 = [], None
+
+    def hits(m):
+        return {svc: m.get(f'hashlb_service_steer_conntrack_hits_total{{service="{svc}"}}')
+                for svc in ("web", "api")}
     try:
         f = F.Frames(topo)
+        hits0 = hits(scrape(d))
         t = threading.Thread(target=flood, daemon=True)
         t.start()
         for _ in range(20):
@@ -2549,18 +2559,23 @@ evictions replace entries of one service's by the other's): in each of the scrap
             seen.append(wi)
             if None in (w, a) or not wi == ai == w + a:
                 bad.append(fig)
+            if hits(m) != hits0:
+                hits_bad.append(hits(m))
         stop.set()
         t.join(30)
         # the scrapes saw flows arrive: else this run proved nothing, which is not a pass
         moved = len(set(seen)) > 1
         check(not bad, f"shared_flows_moving: scrapes whose services' (own, interface's) "
               f"entries do not add up, of {len(seen)}: {bad[:3]}")
+        check(None not in hits0.values() and not hits_bad,
+              f"shared_flows_moving: conntrack_hits_total (web, api) before the flood {hits0}, "
+              f"in {len(hits_bad)} of {len(seen)} scrapes during it other: {hits_bad[:3]}")
         check(moved, f"shared_flows_moving: no flow arrived while the {len(seen)} scrapes "
               f"were made ({sent[0]} frames sent): nothing was proved")
         print(f"shared_flows_moving: {sent[0]} frames, {len(seen)} scrapes, the interface's "
               f"entries {seen[0] if seen else None}..{seen[-1] if seen else None}"
               f"{'' if moved else ' (unchanged: no flow arrived during the scrapes)'}, "
-              f"{len(bad)} not adding up", flush=True)
+              f"{len(bad)} not adding up, conntrack_hits_total {hits0}", flush=True)
     finally:
         stop.set()
         if t:
