@@ -412,16 +412,18 @@ struct table_figures {
 	const char *const *services; /* each table's service (-c), NULL if none named */
 };
 
-/* A row of each table's <field> (its name <name>): text, or a JSON list. <field>: -2 the
- * conntrack entries, -1 the service, else hashlb_steer_stats_field()'s index. */
-static void print_table_row(const struct table_figures *t, const char *name, int field, bool json)
+/* A row of each table's <field> (its name <name>, in text padded to <width>): text, or a
+ * JSON list. <field>: -2 the conntrack entries, -1 the service, else
+ * hashlb_steer_stats_field()'s index. */
+static void print_table_row(const struct table_figures *t, const char *name, int width, int field,
+			    bool json)
 {
 	uint64_t v;
 
 	if (json)
 		printf(",\"%s\":[", name);
 	else
-		printf("%-16s", name);
+		printf("%-*s", width, name);
 	for (uint32_t i = 0; i < t->n; i++) {
 		const char *sep = json ? (i ? "," : "") : " ";
 
@@ -440,6 +442,15 @@ static void print_table_row(const struct table_figures *t, const char *name, int
 	printf(json ? "]" : "\n");
 }
 
+/* One figure of print_stats(): a JSON member, or a line, its name padded to <width>. */
+static void print_stat(const char *name, int width, uint64_t v, bool json)
+{
+	if (json)
+		printf(",\"%s\":%" PRIu64, name, v);
+	else
+		printf("%-*s %" PRIu64 "\n", width, name, v);
+}
+
 /* The counters, then the conntrack table's occupancy, <flows> entries in use of
  * <flows_max>: named as hashlb ctl's /status names them (before, only there); of a
  * program of several tables (<t>->n 2 or more: a daemon's services sharing the
@@ -450,9 +461,18 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 			const struct hlb_steer_stats *st, uint32_t flows, uint64_t flows_max,
 			const struct table_figures *t, bool json)
 {
-	const char *fmt = json ? ",\"%s\":%" PRIu64 : "%-16s %" PRIu64 "\n", *name;
+	const char *name;
 	char row[64];
 	uint64_t v;
+	/* the names' column: as wide as the longest, so that the figures start in one column
+	 * (before, table_rst_untracked, table_closed_passed and table_drop_no_backend pushed
+	 * theirs past the others') */
+	int width = 16;
+
+	for (unsigned i = 0; t->n > 1 && t->tstats && (name = hashlb_steer_stats_field(st, i, &v));
+	     i++)
+		if (hashlb_steer_stats_field_tabled(i) && (int)strlen(name) + 6 > width)
+			width = (int)strlen(name) + 6; /* "table_" */
 
 	if (json)
 		printf("{\"interface\":\"%s\",\"mode\":\"%s\"", iface,
@@ -460,11 +480,11 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 	else
 		printf("interface %s (%s)\n", iface, hashlb_steer_mode_name(mode));
 	for (unsigned i = 0; (name = hashlb_steer_stats_field(st, i, &v)); i++)
-		printf(fmt, name, v);
-	printf(fmt, "flows", (uint64_t)flows);
-	printf(fmt, "flows_max", flows_max);
+		print_stat(name, width, v, json);
+	print_stat("flows", width, flows, json);
+	print_stat("flows_max", width, flows_max, json);
 	if (t->n > 1) {
-		print_table_row(t, "table_flows", -2, json);
+		print_table_row(t, "table_flows", width, -2, json);
 		/* each counter a table has its own of: packets and bytes, then (not of
 		 * an older hashlb's program) the others */
 		for (unsigned i = 0; t->tstats && (name = hashlb_steer_stats_field(st, i, &v));
@@ -472,16 +492,16 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 			if ((i >= 2 && !t->tstats_all) || !hashlb_steer_stats_field_tabled(i))
 				continue;
 			snprintf(row, sizeof(row), "table_%s", name);
-			print_table_row(t, row, (int)i, json);
+			print_table_row(t, row, width, (int)i, json);
 		}
 		if (t->services)
-			print_table_row(t, "table_services", -1, json);
+			print_table_row(t, "table_services", width, -1, json);
 	} else if (t->services && t->services[0]) {
 		if (json) {
 			printf(",\"service\":");
 			cli_print_json_string(t->services[0]);
 		} else {
-			printf("%-16s %s\n", "service", t->services[0]);
+			printf("%-*s %s\n", width, "service", t->services[0]);
 		}
 	}
 	if (json)

@@ -2319,7 +2319,8 @@ def shared_flows(topo, servers):
     its VIP, web still counts its 10, the interface 10, and --stats api's table 0; api added again
     (on the table it left) counts its packets and bytes from 0 (before, from the removed api's).
     hashlb steer -i eth0 --stats without the config names each table's service (the names the
-    daemon gave the tables in the program), api's none once it is removed.
+    daemon gave the tables in the program), api's none once it is removed. Its text has every
+    figure in one column (before, three table_ rows' names pushed theirs further).
     Before, each
     service showed the program's 14, and summing them counted each entry once per service; and
     --stats showed the program's 14 alone."""
@@ -2411,6 +2412,12 @@ def shared_flows(topo, servers):
               sj.get("packets") == c2["web"][2],
               f"shared_flows: hashlb steer -c --stats: --json {got_j} (packets "
               f"{sj.get('packets')}), text {got_t}, want {want}: {p.stdout} {p.stderr}")
+        # the figures in one column, the names' as wide as the longest (before,
+        # table_drop_no_backend and two more pushed theirs 3 to 5 columns past the others')
+        cols = {len(m.group(0)) for m in re.finditer(r"^(?!interface )\w+ +", p.stdout, re.M)}
+        check(len(cols) == 1,
+              f"shared_flows: hashlb steer -c --stats: the figures start in columns {cols}, "
+              f"want one: {p.stdout}")
         print(f"shared_flows: hashlb steer -c --stats: {rows}", flush=True)
         # ctl status: each service's own packets beside the program's (JSON service_packets,
         # service_bytes; the text line's "(N the service's)")
