@@ -2412,11 +2412,10 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 			bool holds = hlb_pool_backend_passive_only(b) && b->health.holds;
 			bool assumed = b->health.up && b->health.assumed;
 
-			if (hashlb_addr_is_name(b->rt->address) && !strchr(b->rt->name, '@')) {
-				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
+			hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
+			if (hashlb_addr_is_name(b->rt->address) && !strchr(b->rt->name, '@'))
 				hlb_buf_printf(o, HLB_HANDOVER_RESOLVED, s->cfg->name, b->rt->name,
 					       b->rt->address, addr);
-			}
 			/* each by name and address: one this process never had (the new config's),
 			 * or had at another address, was seen up by no check of it */
 			if (hlb_pool_backend_checked(b) && b->health.up && !b->health.assumed)
@@ -2441,8 +2440,7 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 				       !b->health.up ? "down"
 				       : assumed     ? "assumed"
 						     : "up",
-				       pen, b->health.suppressed ? "yes" : "no", ramp,
-				       b->rt->address, hold);
+				       pen, b->health.suppressed ? "yes" : "no", ramp, addr, hold);
 		}
 	}
 }
@@ -2529,10 +2527,22 @@ static bool handover_seen_up(const struct hlb_pool *p, const struct hlb_pool_bac
  * Whether <h>, the old process's line for backend <b>, is of the endpoint <b> is here: its
  * health, flap damping and slow start were of that address (a process that sent none: taken
  * at its word). One the new config moved starts as a reload starts it, up assumed.
+ * Compared as a reload compares them, by the address connected to: one written otherwise (a
+ * host name of that address, or the address for the name) is that endpoint, and one written
+ * alike whose name resolves elsewhere here is another (compared as written, those two were
+ * taken the other way round). An address that is no number (a line of a process that sent
+ * it as written) is compared as written.
  */
 static bool handover_same_address(const struct hlb_pool_backend *b, const struct handover *h)
 {
-	return !h->address || (b->rt->address && !strcmp(h->address, b->rt->address));
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	if (!h->address)
+		return true;
+	if (hashlb_addr_parse(h->address, true, &ss, &len) == 0)
+		return addr_equal(&ss, len, &b->rt->addr, b->rt->addr_len);
+	return b->rt->address && !strcmp(h->address, b->rt->address);
 }
 
 /*
@@ -2602,7 +2612,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		if (!pf || sscanf(pf, " hold=%" SCNu64 "/%" SCNu32 "/%" SCNu32, &h.hold_left_ms,
 				  &h.hold_ms, &h.holds) != 3)
 			h.holds = 0;
-		/* the address, after those (none: an older one) */
+		/* the address connected to, after those (none: an older one) */
 		pf = strstr(line, " addr=");
 		if (pf && sscanf(pf, " addr=%319s", addr) == 1 && !(h.address = strdup(addr)))
 			break;

@@ -38,11 +38,13 @@
  * (hashlb ctl set), that is down, that flapped of late or that is in slow start: service,
  * backend, then each setting as now/in the config, its health, its flap damping (the
  * penalty now, and whether it holds the backend down), how far its slow start is (ms
- * since it began, "-" if none: a duration, not a time on either process's clock) and its
- * address as written. The new process carries each setting on unless its own config changes
- * it (as a reload does), and starts from that health, damping and ramp (checks then go on)
- * where it has the backend at that address: at another one it is another endpoint, and starts
- * as a backend the config moved does at a reload. A process of before the damping's, the
+ * since it began, "-" if none: a duration, not a time on either process's clock) and the
+ * address it connects to (numeric, whatever was written). The new process carries each
+ * setting on unless its own config changes it (as a reload does), and starts from that
+ * health, damping and ramp (checks then go on) where it connects to the backend at that
+ * address, as a reload compares them (a host name of that address is that endpoint): at
+ * another one (the same name resolved elsewhere too) it is another endpoint, and starts as a
+ * backend the config moved does at a reload. A process of before the damping's, the
  * ramp's or the address's fields ignores them; one that sends no address is taken at its word
  * whatever the address here. Last, a passive-only backend's hold (health.passive_hold, checks
  * off): "LEFT/HOLD/HOLDS", the ms left of the hold it is in (0: over, up on trial), the hold's

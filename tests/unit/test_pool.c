@@ -1880,11 +1880,20 @@ static void test_handover_carries_up_only_assumed(void **state)
 }
 
 /* The new config's b1 at another address than the old one's. */
+/* Backend b1 of <c> written as <address>, which connects to 127.0.0.<host>:9. */
+static void b1_at(struct hashlb_config *c, const char *address, uint8_t host)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)&c->services[0].backends[1].addr;
+
+	free(c->services[0].backends[1].address);
+	c->services[0].backends[1].address = strdup(address);
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK - 1 + host);
+}
+
 static void checks_on_b1_moved(struct hashlb_config *c)
 {
 	checks_on(c);
-	free(c->services[0].backends[1].address);
-	c->services[0].backends[1].address = strdup("127.0.0.2:9");
+	b1_at(c, "127.0.0.2:9", 2);
 }
 
 /*
@@ -1942,19 +1951,29 @@ static void test_handover_seen_up_is_of_the_backends_the_old_one_had(void **stat
  * service until the penalty decayed. It starts as a reload that moves it does now, up
  * (assumed); one still at that address is carried down and held, as before.
  */
-static void test_handover_health_is_of_the_address(void **state)
+/* The handover of an old process (config <edit>) whose b1, at 127.0.0.1:9, is held for
+ * flapping: its set line says the address it connects to. */
+static char *handover_b1_held(void (*edit)(struct hashlb_config *))
 {
-	struct fixture old, f;
 	struct hlb_buf o = { 0 };
-	struct hlb_pool_backend *b;
+	struct fixture old;
 
-	(void)state;
-	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 3, 0, checks_on);
+	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 3, 0, edit);
 	flap_until_held(hlb_pool_backend_find(old.svc, "b1"));
 	hlb_pool_handover(old.pool, &o);
 	assert_non_null(o.p);
 	assert_non_null(strstr(o.p, " held=yes ramp=- addr=127.0.0.1:9 hold=-\n"));
 	fixture_teardown(&old);
+	return o.p;
+}
+
+static void test_handover_health_is_of_the_address(void **state)
+{
+	struct hlb_buf o = { .p = handover_b1_held(checks_on) };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
 
 	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_moved, o.p);
 	assert_true(hlb_pool_backend_up(b));
@@ -1979,6 +1998,67 @@ static void test_handover_health_is_of_the_address(void **state)
 	assert_false(hlb_pool_backend_up(b));
 	fixture_teardown(&f);
 	free(o.p);
+}
+
+/* Checks on, b1 written as a host name that resolved to 127.0.0.1 (the fixture's address). */
+static void checks_on_b1_named(struct hashlb_config *c)
+{
+	checks_on(c);
+	b1_at(c, "b1.example.test:9", 1);
+}
+
+/* The same name, resolved to another address (DNS moved it). */
+static void checks_on_b1_named_elsewhere(struct hashlb_config *c)
+{
+	checks_on(c);
+	b1_at(c, "b1.example.test:9", 3);
+}
+
+/*
+ * A handed-over health is of the endpoint the backend connected to, as a reload has it: b1,
+ * written as a host name of 127.0.0.1, held for flapping, is the same endpoint for a new config
+ * that writes it 127.0.0.1:9, and carried down; the same name resolved elsewhere is another
+ * endpoint, up (assumed). Compared as written, the first started up (a dead backend taking
+ * clients until its checks failed it again) and the second down, held for another address's
+ * flapping. A line that wrote the address as written (a name) is still compared so.
+ */
+static void test_handover_health_is_of_the_endpoint_connected_to(void **state)
+{
+	static const char named[] = "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 "
+				    "health=down penalty=0.000 held=no ramp=- "
+				    "addr=b1.example.test:9 hold=-\n";
+	struct hlb_buf o = { .p = handover_b1_held(checks_on_b1_named) };
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	b = taker(&f, o.p); /* written 127.0.0.1:9 now */
+	assert_false(hlb_pool_backend_up(b));
+	assert_true(b->health.suppressed);
+	fixture_teardown(&f);
+
+	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_named_elsewhere, o.p);
+	assert_true(hlb_pool_backend_up(b));
+	assert_false(b->health.suppressed);
+	fixture_teardown(&f);
+
+	/* and through the resync */
+	b = taker(&f, NULL);
+	assert_int_equal(hlb_pool_resync(f.pool, o.p), 1);
+	assert_false(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_named_elsewhere, NULL);
+	assert_int_equal(hlb_pool_resync(f.pool, o.p), 0);
+	assert_true(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+	free(o.p);
+
+	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_named_elsewhere, named);
+	assert_false(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+	b = taker(&f, named);
+	assert_true(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
 }
 
 /*
@@ -3682,6 +3762,7 @@ int main(void)
 		cmocka_unit_test(test_handover_carries_up_only_assumed),
 		cmocka_unit_test(test_handover_seen_up_is_of_the_backends_the_old_one_had),
 		cmocka_unit_test(test_handover_health_is_of_the_address),
+		cmocka_unit_test(test_handover_health_is_of_the_endpoint_connected_to),
 		cmocka_unit_test(test_handover_carries_passive_hold),
 		cmocka_unit_test(test_handover_carries_passive_flap_damping),
 		cmocka_unit_test(test_maint_then_ready_releases_a_flapping_backend),
