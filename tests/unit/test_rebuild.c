@@ -217,7 +217,7 @@ static void assert_fresh(const struct hashlb_table *t, const struct hashlb_table
  * way, the side tables too: the effective table depends only on names, weights and the down
  * set.
  */
-static void run_health_chain(uint32_t m, uint64_t seed, int steps)
+static void run_health_chain(uint32_t m, uint64_t seed, int steps, uint32_t heavy)
 {
 	struct hashlb_table_params p;
 	struct hashlb_table *cur, *side = NULL, *next;
@@ -228,6 +228,8 @@ static void run_health_chain(uint32_t m, uint64_t seed, int steps)
 	pool_init(&pool, 12, 3);
 	for (size_t i = 1; i < pool.n; i++) /* some of weight 0 */
 		pool.spec[i].weight = i % 5;
+	if (heavy)
+		pool.spec[0].weight = heavy;
 	cur = test_build(HASHLB_SCHEME_MAGLEV, m, seed, pool.spec, pool.n);
 	p = *hashlb_table_params(cur);
 	for (int s = 0; s < steps; s++) {
@@ -265,6 +267,8 @@ static void run_health_chain(uint32_t m, uint64_t seed, int steps)
 			continue;
 		} else { /* a reload */
 			pool_mutate(&pool, &rs);
+			if (heavy) /* the weights kept more than 16 times apart: owner blocks */
+				pool.spec[0].weight = heavy;
 			if (hashlb_table_rebuild(cur, pool.spec, pool.n, &next, NULL) < 0) {
 				pool.spec[0].weight = 1; /* all weights 0: refused, then this */
 				assert_int_equal(
@@ -284,9 +288,21 @@ static void run_health_chain(uint32_t m, uint64_t seed, int steps)
 
 static void test_maglev_health_chain(void **state)
 {
-	run_health_chain(53, 1, 30000);
-	run_health_chain(251, 2, 30000);
-	run_health_chain(1009, 3, 5000);
+	run_health_chain(53, 1, 30000, 0);
+	run_health_chain(251, 2, 30000, 0);
+	run_health_chain(1009, 3, 5000, 0);
+}
+
+/*
+ * The same with one backend of weight 100 (whichever is first after a reload) beside weights 0
+ * to 4: tables with owner blocks, which a table whose effective slots are those of the table it
+ * was made from shares with it. Every preference list is still the fresh build's.
+ */
+static void test_maglev_health_chain_skewed(void **state)
+{
+	run_health_chain(53, 4, 20000, 100);
+	run_health_chain(1009, 5, 3000, 100);
+	run_health_chain(65537, 6, 300, 100);
 }
 
 /* The default ring (160 points a weight unit): the size the control plane rebuilds. */
@@ -378,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_ring_random_changes),
 		cmocka_unit_test(test_maglev_random_changes),
 		cmocka_unit_test(test_maglev_health_chain),
+		cmocka_unit_test(test_maglev_health_chain_skewed),
 		cmocka_unit_test(test_ring_default_size),
 		cmocka_unit_test(test_errors),
 	};
