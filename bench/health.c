@@ -46,16 +46,19 @@ static double reload_ms(const struct hashlb_table *prev, const struct hashlb_bac
 	return bench_median(t, (size_t)reps);
 }
 
-/* reload_ms() from the table of <b> (<n>, backend-0 down) built with <p>. */
+/* reload_ms() from the table of <b> (<n>, backend-0 down) built with <p>; the ms of that
+ * build (once: the ratio's reference, skewed weights as the reload's) in *<ret_build>. */
 static double skewed_reload_ms(const struct hashlb_table_params *p,
 			       const struct hashlb_backend_spec *b, uint32_t n, int reps,
-			       size_t *ret_own)
+			       size_t *ret_own, double *ret_build)
 {
 	struct hashlb_table *t;
+	uint64_t t0 = bench_now_ns();
 	double ms;
 
 	if (hashlb_table_build(p, b, n, &t, NULL) < 0)
 		abort();
+	*ret_build = (double)(bench_now_ns() - t0) / 1e6;
 	ms = reload_ms(t, b, n, reps, ret_own);
 	hashlb_table_free(t);
 	return ms;
@@ -100,7 +103,8 @@ int bench_health(const struct bench_opts *o)
 					    "reload, its down kept / build",
 					    "reload, its down kept: MiB its own",
 					    "skewed: reload, its down kept, ms",
-					    "skewed: reload, its down kept / build",
+					    "skewed: reload, its down kept / its build",
+					    "skewed: reload, its down kept: MiB its own",
 					    "beside a down ms",
 					    "beside a down / build",
 					    "back beside it ms",
@@ -160,7 +164,7 @@ int bench_health(const struct bench_opts *o)
 					   *kept = calloc(n, sizeof(*kept));
 		bool *down = calloc(n, sizeof(*down));
 		double build, gone, again, back, flap, after_reload, beside, back_beside, reload;
-		double reload_skewed;
+		double reload_skewed, build_skewed;
 		size_t reload_own = 0, skewed_own = 0;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
@@ -182,7 +186,7 @@ int bench_health(const struct bench_opts *o)
 		/* the same with weights more than 16 times apart (backend-1 at 100): the
 		 * preference lists' owner blocks too */
 		kept[1].weight = 100;
-		reload_skewed = skewed_reload_ms(&p, kept, n, reps, &skewed_own);
+		reload_skewed = skewed_reload_ms(&p, kept, n, reps, &skewed_own, &build_skewed);
 		kept[1].weight = b[1].weight;
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
@@ -247,7 +251,8 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.3f", reload / build);
 		report_num(&r, "%.1f", (double)reload_own / (1 << 20));
 		report_num(&r, "%.2f", reload_skewed);
-		report_num(&r, "%.3f", reload_skewed / build);
+		report_num(&r, "%.3f", reload_skewed / build_skewed);
+		report_num(&r, "%.1f", (double)skewed_own / (1 << 20));
 		report_num(&r, "%.2f", beside);
 		report_num(&r, "%.3f", beside / build);
 		report_num(&r, "%.2f", back_beside);
