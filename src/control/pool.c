@@ -2639,8 +2639,8 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 /*
  * The passive-only hold of backend <b> there (<h>, holds in it), carried on where passive-only
  * health applies here too: held down for what is left of it (at most the longest hold of this
- * config), else up on trial, the next hold as long as it would have been there. Said in
- * <what>.
+ * config; one hold of this process's hashlb_backend_passive_holds_total), else up on trial, the
+ * next hold as long as it would have been there. Said in <what>.
  */
 static void handover_passive_hold(struct hlb_pool_backend *b, const struct handover *h, char *what)
 {
@@ -2650,6 +2650,9 @@ static void handover_passive_hold(struct hlb_pool_backend *b, const struct hando
 	if (h->down && h->hold_left_ms) {
 		hlb_health_init(&b->health, false, now);
 		b->health.hold_until_ms = now + (h->hold_left_ms < max ? h->hold_left_ms : max);
+		/* a hold under way here, counted as those begun here are: /status and /metrics
+		 * would say held, for so long, by none of its holds */
+		b->passive_holds++;
 		atomic_store(&b->rt->healthy, false);
 		strcat(what, ",down");
 	} else {

@@ -2618,6 +2618,14 @@ static void passive_hold_200(struct hashlb_config *c)
 	c->services[0].health.passive_hold_ms = 200;
 }
 
+/* The new config: passive-only health, a hold of 200 ms, b0 and b2 drained. */
+static void passive_hold_others_drained(struct hashlb_config *c)
+{
+	passive_hold_200(c);
+	c->services[0].backends[0].admin = HASHLB_ADMIN_DRAIN;
+	c->services[0].backends[2].admin = HASHLB_ADMIN_DRAIN;
+}
+
 /* The handover of an old process, passive-only (hold <hold_ms>), whose b1 failed <fall> times:
  * held, and if <trial>, then up on trial once its hold was over. */
 static char *handover_passive_held(uint32_t hold_ms, bool trial)
@@ -2644,7 +2652,9 @@ static char *handover_passive_held(uint32_t hold_ms, bool trial)
  * in the new process for what is left of its hold, and one up on trial stays on trial, its next
  * hold twice the last. Before, the new process started it up, its holds forgotten: a backend
  * whose process was gone took clients again at once, each paying a failed connect, until
- * <fall> of them held it again, for the first hold's length.
+ * <fall> of them held it again, for the first hold's length. A hold carried is one of the new
+ * process's holds (it counted none: held, by no hold), and released as any when the backend is
+ * left the last that could take clients.
  */
 static void test_handover_carries_passive_hold(void **state)
 {
@@ -2664,8 +2674,22 @@ static void test_handover_carries_passive_hold(void **state)
 	/* at most this config's longest hold: 8 x 200 ms, not the old config's minute */
 	assert_true(b->health.hold_until_ms <= now + 200 * HLB_PASSIVE_HOLD_GROWTH);
 	assert_int_equal(b->health.holds, 1);
+	/* a hold under way: counted here (before, none was: held, by no hold) */
+	assert_int_equal(b->passive_holds, 1);
+	assert_true(hlb_pool_backend_hold_left_ms(b, now) > 0);
 	loop_until_health(&f, b, true); /* the hold over: up on trial */
 	assert_true(b->health.trial);
+	assert_int_equal(b->passive_holds, 1);
+	fixture_teardown(&f);
+
+	/* the others drained by the new config: the hold carried is released at the first tick,
+	 * b1 the last that could take clients */
+	b = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_others_drained, ho);
+	assert_false(b->health.up);
+	assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->admin, HASHLB_ADMIN_DRAIN);
+	loop_until_health(&f, b, true);
+	assert_true(b->health.trial);
+	assert_int_equal(hlb_pool_backend_hold_left_ms(b, hlb_now_ms()), 0);
 	fixture_teardown(&f);
 	free(ho);
 
@@ -2674,6 +2698,7 @@ static void test_handover_carries_passive_hold(void **state)
 	b = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_200, ho);
 	assert_true(hlb_pool_backend_up(b));
 	assert_true(b->health.trial);
+	assert_int_equal(b->passive_holds, 0); /* none under way */
 	forwarder_fails(&f, b, 1);
 	loop_until_health(&f, b, false);
 	assert_int_equal(b->health.hold_ms, 400);
