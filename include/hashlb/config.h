@@ -154,7 +154,7 @@ struct hashlb_service_cfg {
 	/* hash_prefix: the client address's leading bits that a src-ip key
 	 * hashes; default 32 and 128 (0 means the same: whole addresses) */
 	struct hashlb_src_prefix hash_prefix;
-	uint32_t connect_timeout_ms; /* default 1000 */
+	uint32_t connect_timeout_ms; /* default 3000 (6e9dbb3e: one lost SYN sent again at 1 s) */
 	uint32_t idle_timeout_ms; /* default 300000; 0 = none */
 	/* default 30000: a stop's, and a removed backend's or service's connections;
 	 * HASHLB_DRAIN_NEVER: kept until they end by themselves */
