@@ -2409,7 +2409,8 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 			uint32_t max = atomic_load(&b->rt->max_conns);
 			double pen = hlb_health_penalty(&b->health, &s->hp, now);
 			char ramp[24] = "-", addr[HASHLB_ADDR_STRLEN], hold[48] = "-";
-			bool holds = hlb_pool_backend_passive_only(b) && b->health.holds;
+			/* in maint too: held still as it leaves (hlb_pool_set_admin()) */
+			bool holds = s->hp.passive_hold_ms && b->health.holds;
 			bool assumed = b->health.up && b->health.assumed;
 
 			hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
@@ -2707,7 +2708,8 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->carried_down = true;
 		strcat(what, ",down");
 	}
-	if (here && passive && h->holds)
+	/* in maint too (its state, carried above, or the config's): held still as it leaves */
+	if (here && b->svc->hp.passive_hold_ms && h->holds)
 		handover_passive_hold(b, h, what);
 	if (h->penalty > 0 && here && (hlb_pool_backend_checked(b) || passive)) {
 		/* its flapping goes on counting: one held down stays so until the penalty

@@ -2627,8 +2627,8 @@ static void passive_hold_others_drained(struct hashlb_config *c)
 }
 
 /* The handover of an old process, passive-only (hold <hold_ms>), whose b1 failed <fall> times:
- * held, and if <trial>, then up on trial once its hold was over. */
-static char *handover_passive_held(uint32_t hold_ms, bool trial)
+ * held, and if <trial>, then up on trial once its hold was over; then set to <st>. */
+static char *handover_passive_held(uint32_t hold_ms, bool trial, enum hashlb_admin_state st)
 {
 	struct log_lines l = { 0 };
 	struct hlb_buf o = { 0 };
@@ -2641,6 +2641,7 @@ static char *handover_passive_held(uint32_t hold_ms, bool trial)
 	loop_until_health(&old, b, false);
 	if (trial)
 		loop_until_health(&old, b, true);
+	assert_int_equal(hlb_pool_set_admin(b, st), 0);
 	hlb_pool_handover(old.pool, &o);
 	assert_non_null(o.p);
 	fixture_teardown(&old);
@@ -2658,7 +2659,7 @@ static char *handover_passive_held(uint32_t hold_ms, bool trial)
  */
 static void test_handover_carries_passive_hold(void **state)
 {
-	char *ho = handover_passive_held(60000, false);
+	char *ho = handover_passive_held(60000, false, HASHLB_ADMIN_READY);
 	struct hlb_pool_backend *b;
 	struct fixture f;
 	uint64_t now;
@@ -2694,7 +2695,7 @@ static void test_handover_carries_passive_hold(void **state)
 	free(ho);
 
 	/* on trial there: one failed connect holds it again, for twice the last hold */
-	ho = handover_passive_held(200, true);
+	ho = handover_passive_held(200, true, HASHLB_ADMIN_READY);
 	b = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_200, ho);
 	assert_true(hlb_pool_backend_up(b));
 	assert_true(b->health.trial);
@@ -2708,6 +2709,33 @@ static void test_handover_carries_passive_hold(void **state)
 	b = taker(&f, ho);
 	assert_true(hlb_pool_backend_up(b));
 	assert_false(b->health.trial);
+	fixture_teardown(&f);
+	free(ho);
+}
+
+/*
+ * A backend held by passive-only health and put in maint is held still when it leaves maint,
+ * until its hold is over; across an upgrade in place too: the hold is handed over with the
+ * state, and ready in the new process, the backend waits for what is left of it. Before, the
+ * old process wrote no hold for a backend in maint, and the new one set ready took it up at
+ * once, its clients paying its refused connects.
+ */
+static void test_handover_carries_passive_hold_through_maint(void **state)
+{
+	char *ho = handover_passive_held(60000, false, HASHLB_ADMIN_MAINT);
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	assert_non_null(strstr(ho, "set web b1 admin=maint/ready "));
+	b = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_200, ho);
+	assert_int_equal(b->admin, HASHLB_ADMIN_MAINT);
+	assert_true(hlb_pool_backend_hold_left_ms(b, hlb_now_ms()) > 0);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_READY), 0);
+	loop_for(&f, 60);
+	assert_false(hlb_pool_backend_up(b)); /* held still, as in the old process */
+	loop_until_health(&f, b, true); /* the hold over: up on trial */
+	assert_true(b->health.trial);
 	fixture_teardown(&f);
 	free(ho);
 }
@@ -3789,6 +3817,7 @@ int main(void)
 		cmocka_unit_test(test_handover_health_is_of_the_address),
 		cmocka_unit_test(test_handover_health_is_of_the_endpoint_connected_to),
 		cmocka_unit_test(test_handover_carries_passive_hold),
+		cmocka_unit_test(test_handover_carries_passive_hold_through_maint),
 		cmocka_unit_test(test_handover_carries_passive_flap_damping),
 		cmocka_unit_test(test_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_handover_carries_slow_start),
