@@ -1180,11 +1180,24 @@ void hlb_http_free(struct hlb_http *h)
 {
 	if (!h)
 		return;
-	while (h->conns)
-		conn_close(h->conns);
-	for (unsigned i = 0; i < HTTP_SHED_MAX; i++)
-		if (h->shed[i].io.fd >= 0)
-			shed_close(&h->shed[i]);
+	/* those answered, or their answer under way, closed as at their deadline: what their
+	 * client sent read first (a stop's, as a handover's), the close a FIN behind the answer,
+	 * not a reset that fails a client still sending and can discard an answer not read yet */
+	while (h->conns) {
+		struct http_conn *c = h->conns;
+
+		if (c->lingering || c->out.len || c->body.len)
+			(void)linger_read(c->io.fd, &c->lingered);
+		conn_close(c);
+	}
+	for (unsigned i = 0; i < HTTP_SHED_MAX; i++) {
+		struct http_shed *s = &h->shed[i];
+
+		if (s->io.fd >= 0 && s->answered)
+			(void)linger_read(s->io.fd, &s->lingered);
+		if (s->io.fd >= 0)
+			shed_close(s);
+	}
 	hlb_timer_cancel(h->loop, &h->shed_timer);
 	hlb_timer_cancel(h->loop, &h->resume);
 	if (h->spare >= 0)

@@ -245,7 +245,8 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
  * still this one's, another file, or another process serving there), or -errno.
  */
 int hlb_http_reclaim(struct hlb_http *h);
-/* Closes the listener and every connection (held ones unanswered). Accepts NULL. */
+/* Closes the listener and every connection (held ones unanswered; an answered one's, what its
+ * client sent read first: a FIN behind the answer, not a reset). Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
 /*
  * hlb_http_free() of an endpoint whose address a newer hashlb serves now (an upgrade): each

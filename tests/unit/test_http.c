@@ -2012,6 +2012,42 @@ static void test_deadline_reads_what_came_then(void **state)
 	tcp_end_free(&e);
 }
 
+/*
+ * At a stop (hlb_http_free(), no handover), what the client of a lingering connection sent
+ * that the loop has not read yet (a pipelined request), or that of a 503 at accept lingering
+ * (the rest of its body), is read before the close, as at its deadline: the close is a FIN
+ * behind the answer. It was closed with those bytes unread: a reset, which fails a client
+ * still sending and can discard the answer before its client reads it.
+ */
+static void test_stop_reads_what_came(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
+	struct tcp_end e;
+	char buf[512];
+
+	(void)state;
+	tcp_end_new(&e);
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(read_now(e.l, fd, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 1); /* lingering, its client not ended */
+	assert_int_equal(write(fd, "GET /now HTTP/1.1\r\n\r\n", 21), 21);
+	tcp_end_free(&e);
+	assert_string_equal(answer_unreset(fd, buf, sizeof(buf)), "");
+
+	tcp_end_new(&e);
+	fd = busy_at_accept(&e, fds);
+	assert_int_equal(write(fd, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\nback", 46), 46);
+	assert_true(hlb_loop_run_once(e.l, 0) >= 0);
+	assert_int_equal(hlb_http_conns(e.h), n + 1); /* its 503 written, lingering */
+	assert_int_equal(write(fd, "end=a", 5), 5);
+	tcp_end_free(&e);
+	assert_true(!strncmp(answer_unreset(fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
 enum { BIG = 5 << 19 }; /* 2.5 MiB: 4 s at 640 KiB/s, past a unix socket's 208 KiB in flight */
 /* the endpoint's timeout in test_slow_reader_gets_the_whole_answer(): 20 times the client's
@@ -2134,6 +2170,7 @@ int main(void)
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
 		cmocka_unit_test(test_handover_drain_at_the_fd_limit),
 		cmocka_unit_test(test_deadline_reads_what_came_then),
+		cmocka_unit_test(test_stop_reads_what_came),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
 
