@@ -198,6 +198,21 @@ static void format_ts(time_t sec, char *buf, size_t size)
 		buf[0] = '\0';
 }
 
+/* format_ts() of <sec>, formatted again only when the second changes: hlb_log()'s lines, as
+ * the buffered log's (lb->ts), within one second reuse it. Each thread its own (hlb_log() is
+ * called from several), valid until this thread's next call. */
+static const char *log_ts(time_t sec)
+{
+	static _Thread_local time_t ts_sec = (time_t)-1;
+	static _Thread_local char ts[24];
+
+	if (sec != ts_sec) {
+		ts_sec = sec;
+		format_ts(sec, ts, sizeof(ts));
+	}
+	return ts;
+}
+
 /*
  * The end of the last whole key=value pair of <p> (logfmt, <n> bytes, the
  * start of a pair at <p>) that ends at or before <limit>; <p> if none does.
@@ -511,7 +526,8 @@ static bool out_lock_within(void)
 
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 {
-	char stack[HLB_LOG_LINE_MAX], ts[24], *line = stack, *big;
+	char stack[HLB_LOG_LINE_MAX], *line = stack, *big;
+	const char *ts;
 	char qbuf[64];
 	size_t n, need = 0, written;
 	struct timespec now;
@@ -522,7 +538,7 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	if (level < min_level)
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
-	format_ts(now.tv_sec, ts, sizeof(ts));
+	ts = log_ts(now.tv_sec);
 	ms = now.tv_nsec / 1000000;
 	va_start(ap, fmt);
 	n = format_line(line, sizeof(stack), ts, ms, level, msg, fmt, ap, &need);

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -519,6 +520,55 @@ static void test_pairs_are_whole(void **state)
 	free(kv);
 }
 
+/*
+ * A daemon line's ts= is the UTC second it was logged in, to the second, across a change of
+ * second: hlb_log() formats the second once and reuses it while it lasts (each thread its
+ * own). Lines 5 ms apart, 400 of them: 2 s at least, so the second changes under them.
+ */
+static void test_daemon_line_stamped_with_its_second(void **state)
+{
+	int sv[2], saved = dup(STDERR_FILENO), seconds = 0, wrong = -1;
+	time_t last = (time_t)-1;
+	char got[4096], line[4096] = "";
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(dup2(sv[0], STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
+	for (int i = 0; i < 400 && wrong < 0; i++) {
+		struct timespec before, after;
+		struct tm tm = { 0 };
+		time_t at = (time_t)-1;
+		size_t n;
+
+		/* the clock hlb_log() reads (time() may lag it by a tick) */
+		clock_gettime(CLOCK_REALTIME, &before);
+		hlb_log(HLB_LOG_INFO, "tick", "i=%d", i);
+		clock_gettime(CLOCK_REALTIME, &after);
+		n = drain(sv[1], got, sizeof(got) - 1);
+		got[n] = '\0';
+		if (n > 3 && !strncmp(got, "ts=", 3) &&
+		    strptime(got + 3, "%Y-%m-%dT%H:%M:%S.", &tm))
+			at = timegm(&tm);
+		if (at < before.tv_sec || at > after.tv_sec) {
+			wrong = i;
+			snprintf(line, sizeof(line), "%s", got);
+		}
+		seconds += at != last;
+		last = at;
+		usleep(5000);
+	}
+	/* stderr back first: cmocka says there why an assertion failed */
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
+	if (wrong >= 0)
+		fail_msg("line %d stamped out of its second: %s", wrong, line);
+	assert_true(seconds >= 2);
+	close(saved);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_quote_bytes),
 		cmocka_unit_test(test_broken_output_drops),
 		cmocka_unit_test(test_daemon_line_does_not_wait_on_stalled_reader),
+		cmocka_unit_test(test_daemon_line_stamped_with_its_second),
 		cmocka_unit_test(test_config_error_line_is_whole),
 		cmocka_unit_test(test_pairs_are_whole),
 		cmocka_unit_test(test_forked_child_says_its_pid),
