@@ -16,6 +16,7 @@
 #include "hashlb/config.h"
 
 #include "http.h"
+#include "proxy/listen_who.h"
 #include "runtime/fdpass.h"
 
 /* a connection over HLB_HTTP_CONNS_MAX: this long for its request to come (1 s of the 10) */
@@ -1164,12 +1165,14 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	return 0;
 
 err_free:
-	if (addr->sa_family == AF_UNIX)
+	if (addr->sa_family == AF_UNIX) {
 		snprintf(where, sizeof(where), "unix:%s",
 			 ((const struct sockaddr_un *)addr)->sun_path);
-	else
-		hashlb_addr_format((const struct sockaddr_storage *)addr, where, sizeof(where));
-	hashlb_listen_err(err, ret, NULL, where);
+		hashlb_listen_err(err, ret, NULL, where);
+	} else {
+		/* who listens asked, as for a service's address */
+		hlb_bind_err(ret, addr, NULL, err);
+	}
 err_close:
 	h->unix_path[0] = '\0'; /* not ours to remove */
 	hlb_http_free(h);

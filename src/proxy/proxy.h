@@ -231,8 +231,7 @@ int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen
  * <err> filled for a listener of service <name> of <p> that could not be bound to <addr>
  * (-errno <ret>; hashlb_listen_err()), <ret> returned. -EADDRINUSE where no other process
  * listens is said as what it is: a socket <p> holds from the service manager, which has no
- * SO_REUSEPORT, refuses it; else (nobody, or only this process's SO_REUSEPORT sockets, which
- * never refuse it) sockets that do not listen, connections', hold the port.
+ * SO_REUSEPORT, refuses it; else hlb_bind_err() says it.
  */
 int hlb_listener_err(struct hlb_proxy *p, int ret, const struct sockaddr *addr, const char *name,
 		     struct hashlb_error *err);

@@ -19,6 +19,7 @@ import re  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
+import struct  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -274,6 +275,18 @@ def default_admin_address_free_with_admin_option():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def _run_to_exit(path):
+    """hashlb run on <path> until it exits (killed after 10 s): the process, its stderr."""
+    p = spawn([HASHLB, "run", "-c", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+              text=True)
+    try:
+        err = p.communicate(timeout=10)[1]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        err = p.communicate()[1]
+    return p, err
+
+
 def admin_bind_error_placed():
     """An admin address of the file that cannot be listened on (another process holds it) is
     refused at start with the file, line and column of its 'admin' key, as every config
@@ -284,19 +297,36 @@ def admin_bind_error_placed():
     text = config(BACKENDS).replace("admin: off", f"admin: 127.0.0.1:{port}")
     line = text.splitlines().index(f"admin: 127.0.0.1:{port}") + 1
     path = tmpfile("admin-taken.yaml", text)
-    p = spawn([HASHLB, "run", "-c", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-              text=True)
-    try:
-        out, err = p.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
+    p, err = _run_to_exit(path)
     holder.close()
     check(p.returncode == 1, f"exit status 1, got {p.returncode}")
     check(re.search(rf"admin-taken\.yaml:{line}:8: error: admin: cannot listen on "
                     rf"127\.0\.0\.1:{port}: Address already in use \(another process "
                     r"listens there\)\n", err) is not None,
           f"the error names the admin key's line and column: {err.strip()[-300:]}")
+
+
+def admin_bind_beside_a_connection_says_so():
+    """An admin address on a wildcard whose port a connection holds on another address (no
+    process listens there; the kernel refuses a wildcard's bind beside a socket of its port
+    that does not listen) is refused saying so, as a service's listener is: it said "another
+    process listens there", which sent the user hunting a listener that does not exist."""
+    holder = socket.create_server(("127.0.0.1", 0))
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # no TIME_WAIT
+    c.bind(("127.0.0.2", 0))
+    port = c.getsockname()[1]
+    c.connect(holder.getsockname())
+    text = config(BACKENDS).replace("admin: off", f"admin: 0.0.0.0:{port}")
+    path = tmpfile("admin-beside.yaml", text)
+    p, err = _run_to_exit(path)
+    c.close()
+    holder.close()
+    check(p.returncode == 1, f"exit status 1, got {p.returncode}")
+    check(f"error: admin: cannot listen on 0.0.0.0:{port}: Address already in use (no other "
+          f"process listens there: connections hold port {port}" in err
+          and f"sport = :{port}" in err and "another process listens there" not in err,
+          f"the error says connections hold the port: {err.strip()[-400:]}")
 
 
 def sigterm_drain():
@@ -1602,7 +1632,8 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
            another_process_reuseport_program_left_alone,
            admin_option_clash_refused,
-           default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
+           default_admin_address_free_with_admin_option, admin_bind_error_placed,
+           admin_bind_beside_a_connection_says_so, sigterm_drain, drain_timeout,
            drain_end_logged,
            drain_deadline_resets_the_unserved,
            each_service_drains_to_its_own_timeout, second_signal, sigusr1_cuts_nothing, sigquit_drains,
