@@ -530,30 +530,64 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 	free(steer);
 }
 
+/* <st>'s drops: every reason's, or with <tabled> those a table counts of its own (a
+ * service's: /status' service_drop_*). */
+static uint64_t steer_dropped(const struct hlb_steer_stats *st, bool tabled)
+{
+	const char *name;
+	uint64_t n = 0, x;
+
+	for (unsigned i = 0; (name = hashlb_steer_stats_field(st, i, &x)); i++)
+		if (!strncmp(name, "drop_", 5) && (!tabled || hashlb_steer_stats_field_tabled(i)))
+			n += x;
+	return n;
+}
+
+/* " (<own> the service's)" beside a figure of the program's, where <known> (as /status'
+ * service_<counter>). */
+static void steer_own(struct hlb_buf *o, bool known, uint64_t own)
+{
+	if (known)
+		hlb_buf_printf(o, " (%" PRIu64 " the service's)", own);
+}
+
+/* ", <x> <what>" of the program's counters, the service's own <own> beside it where <known>. */
+static void steer_figure(struct hlb_buf *o, uint64_t x, const char *what, bool known, uint64_t own)
+{
+	hlb_buf_printf(o, ", %" PRIu64 " %s", x, what);
+	steer_own(o, known, own);
+}
+
 /* A line of the kernel path's counters under a service with steering: kernel: the program's,
- * the service's own packets beside its packets where known. */
+ * the service's own beside each where known: packets, and (not of an older hashlb's program)
+ * the others its table counts, those /status has as service_<counter>. */
 static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 {
-	uint64_t dropped = 0;
+	const struct hlb_steer_stats *st, *own;
+	bool all;
 
 	if (!v) {
 		hlb_buf_puts(o, "  kernel steering: no program attached\n");
 		return;
 	}
-	for (int d = 0; d < HLB_STEER_DROP_MAX; d++)
-		dropped += v->st.drops[d];
-	hlb_buf_printf(o, "  kernel steering: %" PRIu64 " packets", (uint64_t)v->st.packets);
-	if (v->own_known)
-		hlb_buf_printf(o, " (%" PRIu64 " the service's)", (uint64_t)v->own.packets);
-	hlb_buf_printf(o,
-		       ", %" PRIu64 " new flows, %" PRIu64 " conntrack hits, %" PRIu64
-		       " evicted, %" PRIu64 " lost, %" PRIu64 " dropped, %" PRIu64
-		       " passed (%" PRIu64 " to a closed VIP); conntrack %" PRIu64
-		       " entries, %" PRIu64 "/%" PRIu64 " on the interface\n",
-		       (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
-		       (uint64_t)v->st.ct_evicted, (uint64_t)v->st.ct_lost, dropped,
-		       (uint64_t)v->st.passed, (uint64_t)v->st.closed_passed, v->flows,
-		       v->interface_flows, v->flows_max);
+	st = &v->st;
+	own = &v->own;
+	all = v->own_known && v->own_all;
+	hlb_buf_printf(o, "  kernel steering: %" PRIu64 " packets", (uint64_t)st->packets);
+	steer_own(o, v->own_known, own->packets);
+	steer_figure(o, st->new_flows, "new flows", all, own->new_flows);
+	steer_figure(o, st->ct_hits, "conntrack hits", all, own->ct_hits);
+	steer_figure(o, st->ct_evicted, "evicted", all, own->ct_evicted);
+	steer_figure(o, st->ct_lost, "lost", all, own->ct_lost);
+	steer_figure(o, steer_dropped(st, false), "dropped", all, steer_dropped(own, true));
+	/* passed: the program's alone (a table has none of its own but closed_passed) */
+	hlb_buf_printf(o, ", %" PRIu64 " passed (%" PRIu64 " to a closed VIP", (uint64_t)st->passed,
+		       (uint64_t)st->closed_passed);
+	if (all)
+		hlb_buf_printf(o, ", %" PRIu64 " the service's", (uint64_t)own->closed_passed);
+	hlb_buf_printf(
+		o, "); conntrack %" PRIu64 " entries, %" PRIu64 "/%" PRIu64 " on the interface\n",
+		v->flows, v->interface_flows, v->flows_max);
 }
 
 /* The line of the backends a reload removed that drained (json_drained()), if any. */

@@ -1076,7 +1076,8 @@ def metrics(topo, servers):
               f"metrics: ctl status: no kernel steering line: {text}")
         # passed and closed_passed too, as --stats and /metrics have them (before, left out)
         # (the stack's own packets, neighbour discovery, may add to passed since the scrape)
-        mp = re.search(r"dropped, (\d+) passed \((\d+) to a closed VIP\)", text)
+        mp = re.search(r"dropped(?: \(\d+ the service's\))?, (\d+) passed \((\d+) to a closed VIP"
+                       r"(?:, \d+ the service's)?\)", text)
         check(mp is not None and int(mp.group(1)) >= web(m1, "passed_total") and
               int(mp.group(2)) == web(m1, "closed_passed_total"),
               f"metrics: ctl status: passed figures not those of /metrics: {text}")
@@ -2440,6 +2441,14 @@ def shared_flows(topo, servers):
                            (str(c2["api"][2]), str(c2["api"][0]))],
               f"shared_flows: ctl status: (service_packets, service_bytes, packets) {own_js}, "
               f"text {own_text}, want /metrics' {c2}")
+        # and its own new flows and lost beside the program's, as service_new_flows and
+        # service_ct_lost (before, the program's alone)
+        own_new = [(int(a), int(b)) for a, b in re.findall(
+            r"kernel steering: .* new flows \((\d+) the service's\).* lost \((\d+) the service's\)",
+            text)]
+        check(own_new == [tuple(o2[svc][:2]) for svc in ("web", "api")],
+              f"shared_flows: ctl status: the service's (new flows, lost) {own_new}, want "
+              f"/metrics' {o2}: {text}")
         figures = {svc: (own(svc), own(svc, "interface_conntrack_entries"))
                    for svc in ("web", "api")}
         st = steer_stats(topo)
