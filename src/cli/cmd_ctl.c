@@ -27,6 +27,7 @@
 #include "hashlb/config.h"
 #include "hashlb/grow.h"
 #include "runtime/answer.h"
+#include "runtime/fdpass.h"
 
 #define CTL_ADMIN_DEFAULT "127.0.0.1:9901"
 /* how long the endpoint may take to accept a connection, and then to send its whole answer */
@@ -871,44 +872,31 @@ static long json_int(const char *json, const char *key)
 	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
 }
 
-/* A weight the running hashlb had set at run time (a "set" line of GET /sockets). */
-struct carried_weight {
-	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1];
-	unsigned w, cfg_w; /* in force, and as its config had it */
-};
-
 static int carried_cmp(const void *x, const void *y)
 {
-	const struct carried_weight *a = x, *b = y;
+	const struct hlb_handover_set *a = x, *b = y;
 	int c = strcmp(a->svc, b->svc);
 
 	return c ? c : strcmp(a->name, b->name);
 }
 
-/* The weights set at run time that <text>'s "set" lines carry, sorted; their count in *<ret_n>. */
-static struct carried_weight *carried_parse(const char *text, uint32_t *ret_n)
+/* The weights set at run time that <text>'s "set" lines carry, read as the new process reads
+ * them (hlb_handover_set_parse()), sorted; their count in *<ret_n>. */
+static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 {
-	struct carried_weight *v = NULL, c;
+	struct hlb_handover_set *v = NULL;
 	size_t cap = 0, n = 0;
-	const char *next;
 
-	for (const char *l = text; l && *l; l = next) {
-		char line[2 * HASHLB_NAME_MAX + 256];
-		const char *end = strchr(l, '\n');
-		size_t len = end ? (size_t)(end - l) : strlen(l);
+	for (const char *l = text; l && *l;) {
+		char line[HLB_HANDOVER_LINE_MAX + 1];
+		struct hlb_handover_set set;
 
-		next = end ? end + 1 : NULL;
-		if (len >= sizeof(line) || strncmp(l, "set ", 4))
-			continue;
-		memcpy(line, l, len);
-		line[len] = '\0';
-		if (sscanf(line, "set %255s %255s admin=%*s weight=%u/%u", c.svc, c.name, &c.w,
-			   &c.cfg_w) != 4 ||
-		    c.w == c.cfg_w || c.w > HASHLB_WEIGHT_MAX)
+		if (!hlb_handover_next_line(&l, line) || hlb_handover_set_parse(line, &set) < 0 ||
+		    set.w == set.cfg_w || set.w > HASHLB_WEIGHT_MAX)
 			continue;
 		if (hlb_grow((void **)&v, &cap, n + 1, sizeof(*v), 16) < 0)
 			break; /* those read so far */
-		v[n++] = c;
+		v[n++] = set;
 	}
 	if (n)
 		qsort(v, n, sizeof(*v), carried_cmp);
@@ -928,7 +916,7 @@ static struct carried_weight *carried_parse(const char *text, uint32_t *ret_n)
 static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 			       const struct hashlb_config *cfg, struct hashlb_error *err)
 {
-	struct carried_weight *v, key;
+	struct hlb_handover_set *v, key;
 	char *buf, *body;
 	uint64_t bytes = 0, own;
 	uint32_t n = 0, *w;
@@ -946,7 +934,7 @@ static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 		if (!w)
 			break;
 		for (uint32_t j = 0; j < s->n_backends; j++) {
-			const struct carried_weight *c;
+			const struct hlb_handover_set *c;
 
 			snprintf(key.svc, sizeof(key.svc), "%s", s->name);
 			snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);

@@ -2556,23 +2556,17 @@ static bool handover_same_address(const struct hlb_pool_backend *b, const struct
 static void handover_parse(struct hlb_pool *p, const char *text)
 {
 	size_t cap = 0, seen_cap = 0;
-	const char *next;
 
-	for (const char *l = text; l && *l; l = next) {
-		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], st[16], cfg_st[16], up[8];
+	for (const char *l = text; l && *l;) {
+		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1];
 		char addr[320]; /* an address as written: HASHLB_HOST_MAX and a port */
-		/* each line on its own: sscanf() measures its whole input first, and
-		 * the text holds a line per backend (20,000 down: 1.5 MB, 1 s) */
-		char line[2 * HASHLB_NAME_MAX + sizeof(addr) + 320], held[4] = "";
-		const char *end = strchr(l, '\n'), *pf;
-		size_t len = end ? (size_t)(end - l) : strlen(l);
+		char line[HLB_HANDOVER_LINE_MAX + 1], held[4] = "";
+		struct hlb_handover_set set;
 		struct handover h = { 0 };
+		const char *pf;
 
-		next = end ? end + 1 : NULL;
-		if (len >= sizeof(line))
+		if (!hlb_handover_next_line(&l, line))
 			continue;
-		memcpy(line, l, len);
-		line[len] = '\0';
 		if (sscanf(line, "seen %255s %255s %319s", s, name, addr) == 3) {
 			struct handover_seen sn = { strdup(s), strdup(name), strdup(addr) };
 
@@ -2587,17 +2581,16 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 			p->ho_seen[p->n_ho_seen++] = sn;
 			continue;
 		}
-		if (strncmp(line, "set ", 4))
+		if (hlb_handover_set_parse(line, &set) < 0)
 			continue;
-		if (sscanf(line,
-			   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
-			   "health=%7s",
-			   s, name, st, cfg_st, &h.w, &h.cfg_w, &h.max, &h.cfg_max, up) != 9 ||
-		    hashlb_admin_state_parse(st, &h.a) < 0 ||
-		    hashlb_admin_state_parse(cfg_st, &h.cfg_a) < 0)
-			continue;
-		h.down = !strcmp(up, "down");
-		h.assumed = !strcmp(up, "assumed");
+		h.a = set.a;
+		h.cfg_a = set.cfg_a;
+		h.w = set.w;
+		h.cfg_w = set.cfg_w;
+		h.max = set.max;
+		h.cfg_max = set.cfg_max;
+		h.down = !strcmp(set.health, "down");
+		h.assumed = !strcmp(set.health, "assumed");
 		/* the damping, after the fields every version sends (none: an older one) */
 		pf = strstr(line, " penalty=");
 		if (pf && sscanf(pf, " penalty=%lf held=%3s", &h.penalty, held) >= 1 &&
@@ -2621,8 +2614,8 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 			free(h.address);
 			break;
 		}
-		h.svc = strdup(s);
-		h.name = strdup(name);
+		h.svc = strdup(set.svc);
+		h.name = strdup(set.name);
 		if (!h.svc || !h.name) {
 			free(h.svc);
 			free(h.name);

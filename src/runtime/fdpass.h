@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "hashlb/config.h"
+
 /* descriptors per message (the kernel's SCM_MAX_FD is 253) */
 #define HLB_FDPASS_PER_MSG 250
 
@@ -53,6 +55,32 @@
 #define HLB_HANDOVER_LINE                                                                  \
 	"set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s penalty=%.3f " \
 	"held=%s ramp=%s addr=%s hold=%s\n"
+
+/* The most bytes of an HLB_HANDOVER_LINE, its newline left out: two names, an address (as
+ * written: HASHLB_HOST_MAX and a port) and the numbers, with room for fields a later version
+ * adds. A longer line is passed over. */
+#define HLB_HANDOVER_LINE_MAX (2 * HASHLB_NAME_MAX + 320 + 320)
+
+/* Of an HLB_HANDOVER_LINE, the fields every version sends. */
+struct hlb_handover_set {
+	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1];
+	enum hashlb_admin_state a, cfg_a; /* in force, and as its config has it */
+	unsigned w, cfg_w, max, cfg_max;
+	char health[8]; /* "up", "down" or "assumed" */
+};
+
+/*
+ * The line of <text> that *<at> points to, into <line> (HLB_HANDOVER_LINE_MAX + 1 bytes),
+ * its newline left out, and *<at> past it (NULL after the last): each line on its own, as
+ * sscanf() measures its whole input first (20,000 lines: 1.5 MB, 1 s a line). false for one
+ * too long, passed over.
+ */
+bool hlb_handover_next_line(const char **at, char *line);
+
+/* <line> (hlb_handover_next_line()'s), an HLB_HANDOVER_LINE: the fields every version sends
+ * into <ret>, 0; -EINVAL if it is none (another line, or one of another hashlb's making).
+ * The new process and hashlb ctl upgrade's look at the weights it takes over read it so. */
+int hlb_handover_set_parse(const char *line, struct hlb_handover_set *ret);
 
 /* With them, one per backend written with a host name: service, backend, its address as
  * written and the address it connects to. The new process keeps a backend there while its
