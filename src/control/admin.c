@@ -1108,21 +1108,9 @@ static void set_answer_one(struct hlb_pool_service *s, const struct hlb_pool_bac
  */
 static uint64_t service_bytes_max(const struct hlb_pool_service *t, const uint32_t *ws)
 {
-	uint32_t *w;
-	uint64_t bytes;
-
-	if (t->n_backends != t->cfg->n_backends) /* not so: the config's, as it counted */
-		return hashlb_service_cfg_table_bytes_max(t->cfg);
-	if (ws)
+	if (ws && t->n_backends == t->cfg->n_backends)
 		return hashlb_service_cfg_weights_bytes_max(t->cfg, ws);
-	w = calloc(t->n_backends ? t->n_backends : 1, sizeof(*w));
-	if (!w)
-		return UINT64_MAX;
-	for (uint32_t j = 0; j < t->n_backends; j++)
-		w[j] = t->backends[j]->rt->weight;
-	bytes = hashlb_service_cfg_weights_bytes_max(t->cfg, w);
-	free(w);
-	return bytes;
+	return hlb_pool_service_bytes_max(t);
 }
 
 /*

@@ -2799,17 +2799,8 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 static int handover_table_memory(struct hlb_pool_service *s, uint64_t *sum,
 				 struct hashlb_error *err)
 {
-	uint32_t *w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
-	uint64_t own;
-
-	if (!w)
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	for (uint32_t j = 0; j < s->n_backends; j++)
-		w[j] = s->backends[j]->rt->weight;
-	own = hashlb_service_cfg_weights_bytes_max(s->cfg, w);
-	free(w);
-	return hashlb_table_memory_add(s->pool->cfg, s->cfg, own, HASHLB_TABLE_MEMORY_TAKEN_OVER,
-				       sum, err);
+	return hashlb_table_memory_add(s->pool->cfg, s->cfg, hlb_pool_service_bytes_max(s),
+				       HASHLB_TABLE_MEMORY_TAKEN_OVER, sum, err);
 }
 
 /* A new service with its first snapshot published; checks not started. <ho_bytes>: with a
@@ -3668,6 +3659,23 @@ void hlb_pool_weights_end(struct hlb_pool *p)
 static bool weight_set(const struct hlb_pool_backend *b)
 {
 	return b->rt->weight != b->cfg_weight;
+}
+
+uint64_t hlb_pool_service_bytes_max(const struct hlb_pool_service *s)
+{
+	uint32_t *w;
+	uint64_t bytes;
+
+	if (s->n_backends != s->cfg->n_backends) /* not so: the config's, as it counted */
+		return hashlb_service_cfg_table_bytes_max(s->cfg);
+	w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
+	if (!w)
+		return UINT64_MAX;
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		w[j] = s->backends[j]->rt->weight;
+	bytes = hashlb_service_cfg_weights_bytes_max(s->cfg, w);
+	free(w);
+	return bytes;
 }
 
 bool hlb_pool_weight_set(const struct hlb_pool *p)

@@ -269,6 +269,14 @@ void hlb_pool_weights_end(struct hlb_pool *p);
  */
 bool hlb_pool_weight_set(const struct hlb_pool *p);
 
+/*
+ * The most bytes <s>'s table may take (hashlb_service_cfg_weights_bytes_max()) with the
+ * weights of its backends in force: some set at run time, or taken over at an upgrade. Its
+ * config's where its backends are not its config's (as the loader counted it). UINT64_MAX
+ * short of memory. What table_memory counts it at: POST /set's and the new process's look.
+ */
+uint64_t hlb_pool_service_bytes_max(const struct hlb_pool_service *s);
+
 /* Stop every health check (shutdown), ending in the log the runs of checks failed while up. */
 void hlb_pool_stop_checks(struct hlb_pool *p);
 /*
