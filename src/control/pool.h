@@ -373,7 +373,8 @@ uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b);
  * still be kept out of the table, and weight 0 takes none). */
 bool hlb_pool_backend_up(const struct hlb_pool_backend *b);
 /* Whether <b>'s health is the forwarder's connects alone, for a hold (hlb_health_params'
- * passive_hold_ms): its service's checks are off, passive on, and it is not in maint. */
+ * passive_hold_ms): passive-only health applies to its service (hashlb_service_passive_only():
+ * checks off, passive on, not its only backend), and it is not in maint. */
 bool hlb_pool_backend_passive_only(const struct hlb_pool_backend *b);
 
 /* The ms left of <b>'s hold of passive-only health at <now_ms> (hlb_now_ms()); 0: not held. */
