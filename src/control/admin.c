@@ -1298,8 +1298,12 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 				ws[j] = k < n ? w : s->backends[j]->rt->weight;
 				backup[j] = s->backends[j]->rt->backup;
 			}
-			/* a live service's backends are its config's, in order */
-			r = hashlb_service_cfg_check_weights(s->cfg, ws, &e);
+			/* a live service's backends are its config's, in order (service_new()
+			 * and a reload make both); where not, the weights' array is not the
+			 * config's to read: the build checks them as it makes the table */
+			r = s->n_backends == s->cfg->n_backends
+				    ? hashlb_service_cfg_check_weights(s->cfg, ws, &e)
+				    : 0;
 			if (r == 0)
 				r = table_memory_fits(ctl, s, ws, w, &e);
 			if (r == 0 && s->cfg->steering == HASHLB_STEERING_KERNEL && ctl->steer_fits)
