@@ -1539,8 +1539,6 @@ def close_at_a_handover(i):
         closing.settimeout(30)
         close = read_to_eof(closing)
         closing.close()
-        check(b"(pid %d) were asked too" % a.proc.pid in close,
-              f"B says it asked A: {close!r}")
     finally:
         a.proc.send_signal(signal.SIGCONT)
         rendezvous.close()
@@ -1548,8 +1546,13 @@ def close_at_a_handover(i):
             held.close()
     check(exit_status(a.proc, 30) == 0, "A, continued, drains and exits 0")
     kill(b_pid, c_pid)
-    gave_up = any("the old hashlb did not answer" in l and f"self_pid={b_pid}" in l
-                  for l in list(a.log))
+    # B's 2 s ran out first: it logs so, and its answer says A could not be asked. Not a
+    # failure of this try but a case not made (the caller tries again); before, the check
+    # below failed the test on such a try, so that the retries never helped.
+    gave_up = b"could not be asked" in close or any(
+        "the old hashlb did not answer" in l and f"self_pid={b_pid}" in l for l in list(a.log))
+    check(gave_up or b"(pid %d) were asked too" % a.proc.pid in close,
+          f"B says it asked A: {close!r}")
     return close, gave_up
 
 
