@@ -1693,8 +1693,8 @@ void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l)
 /*
  * A client hlb_proxy_adopt() handed to worker <w>, which failed or exited before it read it
  * (<cmd>): to the next worker that runs, its slot and its count among those adopting kept.
- * The new process had said it taken, and the old one closed its copy: reset here, it was lost.
- * False if no worker runs (the caller resets it).
+ * The new process had said it taken, and the old one closed its copy: reset with the failed
+ * worker's commands (as before), it was lost. False if no worker runs (the caller resets it).
  */
 static bool adopt_pass_on(struct worker *w, struct cmd *cmd)
 {

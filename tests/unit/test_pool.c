@@ -1879,7 +1879,6 @@ static void test_handover_carries_up_only_assumed(void **state)
 	fixture_teardown(&f);
 }
 
-/* The new config's b1 at another address than the old one's. */
 /* Backend b1 of <c> written as <address>, which connects to 127.0.0.<host>:9. */
 static void b1_at(struct hashlb_config *c, const char *address, uint8_t host)
 {
@@ -1890,6 +1889,7 @@ static void b1_at(struct hashlb_config *c, const char *address, uint8_t host)
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK - 1 + host);
 }
 
+/* The new config's b1 at another address than the old one's. */
 static void checks_on_b1_moved(struct hashlb_config *c)
 {
 	checks_on(c);
@@ -1944,13 +1944,6 @@ static void test_handover_seen_up_is_of_the_backends_the_old_one_had(void **stat
 	}
 }
 
-/*
- * A backend down and held for flapping in the old process, and a new config that moves it to
- * another address: another endpoint, that no check of either process saw fail. It started
- * down in the new process all the same, held for the old address's flapping, out of its
- * service until the penalty decayed. It starts as a reload that moves it does now, up
- * (assumed); one still at that address is carried down and held, as before.
- */
 /* The handover of an old process (config <edit>) whose b1, at 127.0.0.1:9, is held for
  * flapping: its set line says the address it connects to. */
 static char *handover_b1_held(void (*edit)(struct hashlb_config *))
@@ -1967,6 +1960,13 @@ static char *handover_b1_held(void (*edit)(struct hashlb_config *))
 	return o.p;
 }
 
+/*
+ * A backend down and held for flapping in the old process, and a new config that moves it to
+ * another address: another endpoint, that no check of either process saw fail. It started
+ * down in the new process all the same, held for the old address's flapping, out of its
+ * service until the penalty decayed. It starts as a reload that moves it does now, up
+ * (assumed); one still at that address is carried down and held, as before.
+ */
 static void test_handover_health_is_of_the_address(void **state)
 {
 	struct hlb_buf o = { .p = handover_b1_held(checks_on) };
