@@ -1597,9 +1597,9 @@ size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hash
 
 	if (other->params.scheme != t->params.scheme)
 		return 0;
-	/* the full ring's points, 10 bytes each and the sentinel (apply_overlay()) */
+	/* the full ring's points (table_bytes_refcounted()) */
 	if (t->params.scheme == HASHLB_SCHEME_RING)
-		return (t->full_ring.pos == other->full_ring.pos ? ((size_t)t->full_ring.n + 1) * 10
+		return (t->full_ring.pos == other->full_ring.pos ? ring_points_bytes(&t->full_ring)
 								 : 0) +
 		       blocks_shared_bytes(t, other);
 	/* the arrays apply_overlay() counts in t->bytes */
