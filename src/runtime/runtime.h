@@ -478,8 +478,8 @@ struct hlb_snapshot {
 	 * goes: where it stays while the ramp lasts. NULL if not both.
 	 */
 	struct hashlb_table *retry_ramp_table; /* owned */
-	/* hashlb_table_bytes() of the tables above, summed, less the slots the side tables
-	 * share with <table>: the service's table_bytes */
+	/* hashlb_table_bytes() of the tables above, summed, less the arrays the side tables
+	 * share with <table> (hashlb_table_bytes_shared()): the service's table_bytes */
 	uint64_t tables_bytes;
 	/* hashlb_table_bytes_unshared() of the tables above, summed: counted in
 	 * hlb_snapshot_tables_bytes() from when each is built to the free */
@@ -492,7 +492,7 @@ struct hlb_snapshot {
  * freed (until the workers have left them, hlb_service_publish()), those a
  * removed service's connections still hold, and those being built. Each
  * table counts once, from its build to its free, and each array tables share
- * (slots, ring points) once however many hold it: a replaced table and the
+ * (slots, ring points, owner blocks) once however many hold it: a replaced table and the
  * one that replaced it, which shares its full slots, add up to what both hold,
  * not their sum (hashlb_tables_shared_bytes()). Any thread.
  */
