@@ -34,6 +34,10 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		for (size_t i = k - c; i < k; i++)
 			close(fds[i]);
 		cm->cmsg_len = CMSG_LEN((k - c) * sizeof(int));
+		/* as the kernel leaves it: the control data ends with this message's (else the
+		 * reader's CMSG_NXTHDR() takes the closed descriptors' numbers for a header) */
+		msg->msg_controllen = (size_t)((char *)cm - (char *)msg->msg_control) +
+				      CMSG_SPACE((k - c) * sizeof(int));
 		msg->msg_flags |= MSG_CTRUNC;
 		break;
 	}
