@@ -881,6 +881,25 @@ static void worker_fail(struct worker *w, int err)
 		strerrorname_np(-err));
 }
 
+/*
+ * Whether draining worker <w>, which serves nothing more, may exit: not while a command waits
+ * in its queue (the turn that reads it looks again). If it may, it refuses commands from now
+ * on, under the lock that queues them (gone): a client handed to it (hlb_proxy_adopt()) or
+ * passed on to it from a worker that failed (adopt_pass_on()) once it had read its last
+ * commands sat unread until the process exited, and was reset then.
+ */
+bool worker_exit_ready(struct worker *w)
+{
+	bool empty;
+
+	pthread_mutex_lock(&w->cmd_lock);
+	empty = !w->cmd_head;
+	if (empty)
+		w->gone = true;
+	pthread_mutex_unlock(&w->cmd_lock);
+	return empty;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -957,7 +976,7 @@ static void *worker_main(void *arg)
 		if (!w->queue_head && w->n_queue_svcs) /* its last clients left */
 			conn_queue_svcs_free(w);
 		if (w->draining && !w->n_conns && !w->listeners)
-			w->exiting = true;
+			w->exiting = worker_exit_ready(w);
 		/* Recvs waiting for a buffer while some are free: buffers came
 		 * back this turn, a recv found the ring empty with buffers in the
 		 * stash, or one woken last turn took none (a FIN, an error, or no

@@ -412,8 +412,8 @@ struct worker {
 	/* commands from the control thread */
 	pthread_mutex_t cmd_lock;
 	struct cmd *cmd_head, **cmd_tail;
-	/* under cmd_lock: it has exited, commands are read no more (worker_push() frees them,
-	 * and a CMD_LEND is answered for it: none lent) */
+	/* under cmd_lock: it exits (worker_exit_ready()) or has exited, commands are read no
+	 * more (worker_push() frees them, and a CMD_LEND is answered for it: none lent) */
 	bool gone;
 	/* under cmd_lock: the ring failed (worker_fail()), commands are read no more */
 	bool failed;
@@ -625,6 +625,9 @@ bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms, ui
 void worker_accept_single(struct worker *w, struct wlistener *wl);
 /* Whether the cap the fd limit allows has room for one more splice pipe (no such cap: true). */
 bool worker_pipe_room(const struct worker *w);
+/* Draining worker <w> serves nothing more: whether it may exit (no command waits for it); if
+ * so, it refuses commands from now on (gone). The worker's own thread, at a turn's end. */
+bool worker_exit_ready(struct worker *w);
 
 /* The queue holds a first client of <svc> now: kicks for <svc> wake the worker from now on. */
 void worker_queue_joined(struct worker *w, struct hlb_service *svc);

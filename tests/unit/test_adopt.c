@@ -17,6 +17,17 @@
 #include "proxy/proxy.h"
 #include "proxy/worker.h"
 
+/* A proxy of <n> workers, not started, a service, and a client's socket pair <sv>. */
+static void setup(uint32_t n, struct hlb_proxy **p, struct hlb_service **svc, int sv[2])
+{
+	struct hlb_proxy_opts opts = { .n_workers = n };
+	struct hashlb_error err = { 0 };
+
+	assert_int_equal(hlb_proxy_new(&opts, NULL, p, &err), 0);
+	assert_int_equal(hlb_service_new("web", 1, svc), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+}
+
 /*
  * A client handed to a worker that has failed (its ring gone; the process stops): refused,
  * so that the new process answers "refused" and the old one keeps serving it. Said taken,
@@ -25,16 +36,12 @@
  */
 static void test_adopt_on_a_failed_worker_refuses(void **state)
 {
-	struct hlb_proxy_opts opts = { .n_workers = 1 };
-	struct hashlb_error err = { 0 };
 	struct hlb_service *svc;
 	struct hlb_proxy *p;
 	int sv[2];
 
 	(void)state;
-	assert_int_equal(hlb_proxy_new(&opts, NULL, &p, &err), 0);
-	assert_int_equal(hlb_service_new("web", 1, &svc), 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	setup(1, &p, &svc, sv);
 	p->workers[0].failed = true;
 
 	assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
@@ -106,6 +113,80 @@ static void test_adopt_queued_to_a_worker_that_fails_moves_on(void **state)
 }
 
 /*
+ * A draining worker that serves nothing more does not exit while a client waits in its queue
+ * (handed to it, or passed on to it, after the turn that read its last commands): the turn
+ * that reads it serves it. It exited, and the client sat unread until the process did, then
+ * was reset.
+ */
+static void test_worker_does_not_exit_on_a_queued_client(void **state)
+{
+	struct hlb_service *svc;
+	struct hlb_proxy *p;
+	int sv[2];
+
+	(void)state;
+	setup(1, &p, &svc, sv);
+	assert_true(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
+
+	assert_false(worker_exit_ready(&p->workers[0]));
+	/* still its to read, and it still takes commands */
+	assert_non_null(p->workers[0].cmd_head);
+	assert_int_equal(p->workers[0].cmd_head->type, CMD_ADOPT);
+	assert_false(p->workers[0].gone);
+	assert_true(still_connected(sv[0]));
+	assert_int_equal(hlb_proxy_connections_adopting(p), 1);
+
+	close(sv[0]);
+	hlb_service_unref(svc);
+	hlb_proxy_free(p); /* resets it, unread: the worker never ran */
+}
+
+/*
+ * Once a worker has decided to exit (its queue empty), it takes no client: one handed to it
+ * is refused (the old process keeps it, its slot given back), and one a failed worker passes
+ * on goes past it to a worker that runs. It was queued to it, and reset when the process
+ * exited.
+ */
+static void test_worker_that_exits_takes_no_client(void **state)
+{
+	struct hlb_service *svc;
+	struct hlb_proxy *p;
+	int sv[2];
+
+	(void)state;
+	setup(3, &p, &svc, sv);
+	assert_true(worker_exit_ready(&p->workers[1]));
+
+	/* handed to it: refused */
+	atomic_store(&p->adopt_next, 1);
+	assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
+	assert_true(fcntl(sv[1], F_GETFD) >= 0);
+	assert_null(p->workers[1].cmd_head);
+	assert_int_equal(atomic_load(&svc->active), 0);
+	assert_int_equal(hlb_proxy_connections_adopting(p), 0);
+
+	/* handed to worker 0, which fails before reading it: passed on past worker 1 */
+	atomic_store(&p->adopt_next, 0);
+	assert_true(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
+	p->workers[0].failed = true;
+	atomic_store(&p->workers[0].failed_done, true);
+	hlb_proxy_close_failed(p);
+	assert_null(p->workers[0].cmd_head);
+	assert_null(p->workers[1].cmd_head);
+	assert_non_null(p->workers[2].cmd_head);
+	assert_int_equal(p->workers[2].cmd_head->type, CMD_ADOPT);
+	assert_int_equal(p->workers[2].cmd_head->fd, sv[1]);
+	assert_true(still_connected(sv[0]));
+	assert_int_equal(atomic_load(&svc->active), 1);
+	assert_int_equal(hlb_proxy_connections_adopting(p), 1);
+
+	close(sv[0]);
+	p->workers[0].failed = false;
+	hlb_service_unref(svc);
+	hlb_proxy_free(p); /* resets the one passed on, unread */
+}
+
+/*
  * The connection cap (the fd limit) counts the clients handed to a worker that has not read
  * them yet: a worker's own check, which decides whether it takes a splice pipe or accepts
  * (cap_room()), sees no room while they fill it, as the control thread's check does. It saw
@@ -152,6 +233,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_adopt_on_a_failed_worker_refuses),
 		cmocka_unit_test(test_adopt_queued_to_a_worker_that_fails_moves_on),
+		cmocka_unit_test(test_worker_does_not_exit_on_a_queued_client),
+		cmocka_unit_test(test_worker_that_exits_takes_no_client),
 		cmocka_unit_test(test_cap_counts_clients_being_adopted),
 	};
 
