@@ -691,8 +691,11 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				removed ? 0 : hlb_pool_backend_hold_left_ms(b, hlb_now_ms());
 
 			hlb_backend_counters_read(b->rt, &c);
-			if (left) /* passive-only health: tried again then */
-				snprintf(held, sizeof(held), " held %.1fs", (double)left / 1e3);
+			/* passive-only health: tried again then; tenths rounded up, so
+			 * that a hold under way never reads "held 0.0s" */
+			if (left)
+				snprintf(held, sizeof(held), " held %" PRIu64 ".%" PRIu64 "s",
+					 (left + 99) / 1000, (left + 99) / 100 % 10);
 			if (hashlb_addr_is_name(b->rt->address)) { /* where the name points now */
 				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
 				snprintf(resolved, sizeof(resolved), " resolved %s", addr);
