@@ -738,9 +738,9 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		  "Kernel steering: the service's RSTs that found no conntrack entry, forwarded by the "
 		  "table (in packets_total) with no entry made: not new flows, not conntrack_lost." },
 		{ "hashlb_service_steer_closed_passed_total", "counter",
-		  "Kernel steering: packets to the VIP while a stop drains it (a new connection, a "
-		  "flow with no conntrack entry) handed to the stack, which refuses them; in "
-		  "passed_total too." },
+		  "Kernel steering: the service's packets to its VIP while a stop drains it (a new "
+		  "connection, a flow with no conntrack entry) handed to the stack, which refuses "
+		  "them; in passed_total too." },
 		{ "hashlb_service_steer_conntrack_closing_total", "counter",
 		  "Kernel steering: the service's flows whose client's FIN or RST marked their "
 		  "conntrack entry closing (a stop's drain ends once every entry is)." },
