@@ -182,7 +182,6 @@ def another_process_reuseport_program_left_alone():
     socket's clients to the group's others, hlb_proxy_migrates()) took its place before,
     the other process's choice gone: its second socket got clients it never had."""
     import ctypes
-    import struct
     sockets = []
     for _ in range(2):
         s = socket.socket()
