@@ -2421,7 +2421,7 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 			 * or had at another address, was seen up by no check of it */
 			if (hlb_pool_backend_checked(b) && b->health.up && !b->health.assumed)
 				hlb_buf_printf(o, HLB_HANDOVER_SEEN, s->cfg->name, b->rt->name,
-					       b->rt->address);
+					       addr);
 			if (!backend_set_at_run_time(b) && b->health.up &&
 			    pen < HANDOVER_PENALTY_MIN && !b->ramp_start_ms && !holds)
 				continue;
@@ -2448,13 +2448,14 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 
 /* One HLB_HANDOVER_SEEN line of the hashlb this one replaces: a backend its checks saw up. */
 struct handover_seen {
-	char *svc, *name, *address;
+	char *svc, *name;
+	char *address; /* the address connected to (as written, from a process of before) */
 };
 
 /* One HLB_HANDOVER_LINE of the hashlb this one replaces, parsed. */
 struct handover {
 	char *svc, *name;
-	char *address; /* as written there; NULL from a process that sent none */
+	char *address; /* connected to there (as written, from a process of before); NULL: none sent */
 	enum hashlb_admin_state a, cfg_a;
 	unsigned w, cfg_w, max, cfg_max;
 	bool down;
@@ -2506,8 +2507,27 @@ static int seen_cmp(const void *x, const void *y)
 }
 
 /*
+ * Whether <address>, of a line of the old process, is the endpoint backend <b> is here,
+ * compared as a reload compares them, by the address connected to: one written otherwise (a
+ * host name of that address, or the address for the name) is that endpoint, and one written
+ * alike whose name resolves elsewhere here is another (compared as written, those two were
+ * taken the other way round). An address that is no number (a line of a process that sent
+ * it as written) is compared as written.
+ */
+static bool handover_endpoint_is(const struct hlb_pool_backend *b, const char *address)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	if (hashlb_addr_parse(address, true, &ss, &len) == 0)
+		return addr_equal(&ss, len, &b->rt->addr, b->rt->addr_len);
+	return b->rt->address && !strcmp(address, b->rt->address);
+}
+
+/*
  * Whether backend <b> of service <svc>, up here as at start (assumed), was seen up by the old
- * process's checks, at the address it has here (its HLB_HANDOVER_SEEN line; <h>: its
+ * process's checks, at the endpoint it connects to here (its HLB_HANDOVER_SEEN line, compared
+ * by handover_endpoint_is(); <h>: its
  * HLB_HANDOVER_LINE, NULL if none): then its next down is a flap, as it would have been
  * there. Only where both check it. One the old process did not have (added by this config),
  * or had at another address, no check saw up: it stays assumed.
@@ -2521,29 +2541,18 @@ static bool handover_seen_up(const struct hlb_pool *p, const struct hlb_pool_bac
 	    (h && (h->down || h->assumed)))
 		return false;
 	s = bsearch(&key, p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), seen_cmp);
-	return s && b->rt->address && !strcmp(s->address, b->rt->address);
+	return s && handover_endpoint_is(b, s->address);
 }
 
 /*
  * Whether <h>, the old process's line for backend <b>, is of the endpoint <b> is here: its
  * health, flap damping and slow start were of that address (a process that sent none: taken
  * at its word). One the new config moved starts as a reload starts it, up assumed.
- * Compared as a reload compares them, by the address connected to: one written otherwise (a
- * host name of that address, or the address for the name) is that endpoint, and one written
- * alike whose name resolves elsewhere here is another (compared as written, those two were
- * taken the other way round). An address that is no number (a line of a process that sent
- * it as written) is compared as written.
+ * Compared as handover_endpoint_is() compares them.
  */
 static bool handover_same_address(const struct hlb_pool_backend *b, const struct handover *h)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-
-	if (!h->address)
-		return true;
-	if (hashlb_addr_parse(h->address, true, &ss, &len) == 0)
-		return addr_equal(&ss, len, &b->rt->addr, b->rt->addr_len);
-	return b->rt->address && !strcmp(h->address, b->rt->address);
+	return !h->address || handover_endpoint_is(b, h->address);
 }
 
 /*

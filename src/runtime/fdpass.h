@@ -89,9 +89,10 @@ int hlb_handover_set_parse(const char *line, struct hlb_handover_set *ret);
 #define HLB_HANDOVER_RESOLVED "resolved %s %s %s %s\n"
 
 /* With them, one per backend whose up a check saw (its checks on, up, not only assumed as at
- * start): its service, its name and its address as written. Its next down is a flap in the
- * new process too (hashlb_backend_flaps_total, flap damping), if it has the backend at that
- * address; any other up (no line: a backend up only as assumed there, one the old process did
+ * start): its service, its name and the address it connects to (numeric, as on a set line;
+ * a process of before wrote it as written, compared so). Its next down is a flap in the new
+ * process too (hashlb_backend_flaps_total, flap damping), if it connects to the backend at
+ * that address, compared as for a set line (a host name of it is that endpoint); any other up (no line: a backend up only as assumed there, one the old process did
  * not have, or had at another address; or a process of before) is taken as assumed, as at
  * start. A line per service once stood for all its backends up and not listed, and the new
  * config's backends were taken as seen up there too. A backend's HLB_HANDOVER_LINE, if sent,
