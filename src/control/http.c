@@ -492,9 +492,12 @@ static void conn_busy(struct http_conn *c)
  * The client of <c> waits for a 100 (Continue) before it sends its body (the head <head_len>
  * bytes long: hlb_http_parsed's): sent, unless the head alone answers the request (h->head_fn:
  * a path the endpoint does not have...), which is then answered at once instead, the body not
- * waited for (it was answered after the 100 and the body). Whether it was (<c> may be freed).
+ * waited for (it was answered after the 100 and the body). Not sent either at <deadline>, where
+ * the body has no time left to come: the request is answered 408 next, and a 100 before it
+ * told the client to send a body that would not be read. Whether it was answered (<c> may be
+ * freed).
  */
-static bool conn_continue(struct http_conn *c, size_t head_len)
+static bool conn_continue(struct http_conn *c, size_t head_len, bool deadline)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
@@ -516,7 +519,8 @@ static bool conn_continue(struct http_conn *c, size_t head_len)
 	}
 	/* nothing written to this socket yet: its buffer takes these bytes; not sent, the
 	 * client sends its body after its own wait */
-	(void)send(c->io.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL);
+	if (!deadline)
+		(void)send(c->io.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL);
 	return false;
 }
 
@@ -534,9 +538,10 @@ static size_t unread_bytes(const struct hlb_http *h)
 /*
  * What came on <c>, whose request is awaited (no answer begun), read, and the request taken as
  * far as it came: answered (refused, or served), held by its handler, or closed (its client
- * ended before it). Whether it is still awaited, <c> as it was; else <c> may be freed.
+ * ended before it). At its <deadline>, a head asking 100-continue gets no 100 (conn_continue()).
+ * Whether it is still awaited, <c> as it was; else <c> may be freed.
  */
-static bool conn_read(struct http_conn *c)
+static bool conn_read(struct http_conn *c, bool deadline)
 {
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
 	struct hlb_http_parsed p;
@@ -572,7 +577,8 @@ static bool conn_read(struct http_conn *c)
 			conn_busy(c); /* known now: the client waits for an answer */
 			return false;
 		}
-		return !(p.send_continue && !c->continued && conn_continue(c, p.head_len));
+		return !(p.send_continue && !c->continued &&
+			 conn_continue(c, p.head_len, deadline));
 	case HLB_HTTP_CLOSE:
 		conn_close(c);
 		return false;
@@ -637,7 +643,7 @@ static void conn_io(void *arg, uint32_t events)
 		conn_flush(c);
 		return;
 	}
-	(void)conn_read(c);
+	(void)conn_read(c, false);
 }
 
 int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
@@ -681,7 +687,7 @@ static void conn_timeout(void *arg)
 	if (!c->out.len) {
 		/* an answer given now has as long again to be read, as a 408 has */
 		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + c->h->timeout_ms);
-		if (!conn_read(c))
+		if (!conn_read(c, true))
 			return; /* answered, held or closed by what came */
 	}
 	if (c->busy && !c->out.len) {

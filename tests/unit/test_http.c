@@ -2013,6 +2013,41 @@ static void test_deadline_reads_what_came_then(void **state)
 }
 
 /*
+ * A head asking 100-continue come as the connection's time runs out (after the loop looked at
+ * its sockets) is answered 408 alone: its body has no time left to come. It got a 100 and then
+ * the 408 straight after, told to send a body that would not be read. One its head alone
+ * answers (a path the endpoint does not have) is answered so then, as before its deadline.
+ */
+static void test_deadline_sends_no_continue(void **state)
+{
+	static const char *const heads[] = {
+		"POST /now HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+		"POST /nope HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+	};
+	static const char *const status[] = { "HTTP/1.1 408 ", "HTTP/1.1 404 " };
+	struct tcp_end e;
+	char buf[512];
+	ssize_t got;
+	int fd;
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_on_head(e.h, nope_head, NULL);
+	hlb_http_set_timeouts(e.h, 50, 50);
+	for (int i = 0; i < 2; i++) {
+		fd = tcp_ask(e.port, "");
+		assert_true(hlb_loop_run_once(e.l, 0) >= 0);
+		run_due_as_sent(e.l, 100, fd, heads[i]);
+		assert_true(readable(fd));
+		got = read(fd, buf, sizeof(buf) - 1);
+		buf[got > 0 ? got : 0] = '\0';
+		assert_true(!strncmp(buf, status[i], 13));
+		close(fd);
+	}
+	tcp_end_free(&e);
+}
+
+/*
  * At a stop (hlb_http_free(), no handover), what the client of a lingering connection sent
  * that the loop has not read yet (a pipelined request), or that of a 503 at accept lingering
  * (the rest of its body), is read before the close, as at its deadline: the close is a FIN
@@ -2170,6 +2205,7 @@ int main(void)
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
 		cmocka_unit_test(test_handover_drain_at_the_fd_limit),
 		cmocka_unit_test(test_deadline_reads_what_came_then),
+		cmocka_unit_test(test_deadline_sends_no_continue),
 		cmocka_unit_test(test_stop_reads_what_came),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
