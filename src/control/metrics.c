@@ -556,6 +556,10 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 		  "(clients waited in the listen backlog)." },
 		{ "hashlb_service_table_bytes", "gauge",
 		  "Bytes of the published table and, on Maglev, its retry and ramp tables." },
+		{ "hashlb_service_tick_visits_total", "counter",
+		  "Backends the control plane's ticks (every 50 ms) looked at: their health from "
+		  "the forwarder's failures, slow start, a hold's end; all of them a tick while any "
+		  "needs it, checks on always." },
 	};
 
 	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
@@ -648,6 +652,9 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 				break;
 			case 23:
 				v = (double)snap->tables_bytes;
+				break;
+			case 24:
+				v = (double)s->tick_visits;
 				break;
 			}
 			value_num(o, v);

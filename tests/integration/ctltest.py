@@ -243,6 +243,19 @@ def turn_rate(lb, mark):
     return (turns - mark[0]) / max(t - mark[1], 1.0)
 
 
+def ticks_past(lb, ticks=3, timeout=30):
+    """Waits until the control plane's ticks (every 50 ms), which decide a backend's health
+    from the forwarder's failures, have looked at every backend of <lb>'s services <ticks>
+    more times since the call (hashlb_service_tick_visits_total): the evidence that a
+    decision the counts seen before the call called for has been made, however slow the
+    machine. Whether they did."""
+    def visits():
+        return metric_sum(lb, "hashlb_service_tick_visits_total")
+
+    need = visits() + ticks * sum(len(s["backends"]) for s in lb.status()["services"])
+    return lb.wait(lambda: visits() >= need, timeout=timeout, step=0.05) is not None
+
+
 def metric_sum_text(body, name):
     """metric_sum() of an exposition already fetched."""
     total, samples = 0.0, 0
