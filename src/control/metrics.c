@@ -988,6 +988,9 @@ static const struct worker_stat worker_stats[] = {
 		queue_steps, "queue_steps", "hashlb_worker_queue_steps_total", "counter",
 		"Clients waiting in the queue read following its links: those a look tries (and "
 		"the one it stops at); a client that leaves is taken off reading none."),
+	WORKER_STAT(idle_scans, "idle_scans", "hashlb_worker_idle_scans_total", "counter",
+		    "Walks of every connection of the worker for their idle timeouts, drain, and "
+		    "closes by the control plane: one a second at least, one a tick at most."),
 };
 
 _Static_assert(sizeof(worker_stats) / sizeof(worker_stats[0]) * sizeof(uint64_t) ==

@@ -585,6 +585,7 @@ static void worker_tick(struct worker *w)
 			every = 1000;
 		w->next_idle_scan = w->now_ms + every;
 		conn_idle_scan(w);
+		hlb_stat_add(&w->pub.idle_scans, 1);
 	}
 }
 
@@ -1651,6 +1652,7 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.queue_fp_reads = atomic_load_explicit(&w->queue_fp_reads, memory_order_relaxed),
 		.queue_steps = atomic_load_explicit(&w->queue_steps, memory_order_relaxed),
 		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),
+		.idle_scans = atomic_load_explicit(&w->pub.idle_scans, memory_order_relaxed),
 	};
 	return true;
 }

@@ -361,6 +361,7 @@ struct worker {
 		_Atomic uint64_t resets_taken; /* half_reset_taken() */
 		_Atomic uint64_t log_wakeups; /* UD_LOG completions: stderr's poll for room */
 		_Atomic uint64_t turns; /* worker_main()'s loop turns */
+		_Atomic uint64_t idle_scans; /* conn_idle_scan() calls */
 		_Atomic uint32_t cq_dropped; /* the ring's own count, at each tick */
 	} pub;
 	/* connections */

@@ -403,6 +403,7 @@ struct hlb_worker_stats {
 	uint64_t log_wakeups; /* wake-ups by stderr's poll for room for connection log lines */
 	uint64_t turns; /* turns of the worker's loop: one per wait for completions */
 	uint64_t queue_steps; /* waiting clients read following the queue's links */
+	uint64_t idle_scans; /* walks of every connection: idle, drain, closes by the control */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */

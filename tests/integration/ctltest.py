@@ -256,6 +256,25 @@ def ticks_past(lb, ticks=3, timeout=30):
     return lb.wait(lambda: visits() >= need, timeout=timeout, step=0.05) is not None
 
 
+def scans_past(lb, scans=2, timeout=30):
+    """Waits until every worker of <lb> has walked all its connections <scans> more times
+    since the call (hashlb_worker_idle_scans_total): the walks that close a connection the
+    control plane closed (ctl close, close_on_down), idle or past its drain, so that one
+    which would have been closed has been, however slow the machine. Whether they did."""
+    def each():
+        status, body = lb.http("GET", "/metrics")
+        if status != 200:
+            raise AssertionError(f"GET /metrics answers {status}")
+        return {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in body.splitlines()
+                if l.startswith("hashlb_worker_idle_scans_total{")}
+
+    start = each()
+    if not start:
+        raise AssertionError("GET /metrics has no sample of hashlb_worker_idle_scans_total")
+    return lb.wait(lambda: all(v >= start[k] + scans for k, v in each().items()),
+                   timeout=timeout, step=0.05) is not None
+
+
 def metric_sum_text(body, name):
     """metric_sum() of an exposition already fetched."""
     total, samples = 0.0, 0

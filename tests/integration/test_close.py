@@ -10,7 +10,7 @@ import re
 import socket
 import time
 
-from ctltest import Lb, config, metric_sum
+from ctltest import Lb, config, metric_sum, scans_past, ticks_past
 from lbtest import (Backend, check, client_ip, connect, clients_at_once, read_line, run_tests, serve_each,
                     wait_until)
 
@@ -104,7 +104,7 @@ def ctl_close():
     # b's clients come back to b, and those new connections are not closed.
     again = [(c, connect(lb.addr, c)) for c, _, _ in on_b]
     check(all(read_line(s) == "b" for _, s in again), "b's clients reconnect to b")
-    time.sleep(1.5)  # past a tick and a periodic scan of every worker
+    check(scans_past(lb), "every worker walked its connections since")
     check(all(echo_ok(s) for _, s in again), "connections made after the close stay")
     # one connection is said as one (it was "closing its 1 established connections")
     for _, s in again[1:]:
@@ -185,7 +185,7 @@ def down_closes(close_on_down):
         back = [read_line(connect(lb.addr, c)) for c, _, _ in on_x]
         check(all(b == "y" for b in back), f"x's clients reconnect to y: {back}")
     else:
-        time.sleep(1.5)  # past a tick and a periodic scan of every worker
+        check(scans_past(lb), "every worker walked its connections since x went down")
         check(all(echo_ok(s) for _, _, s in on_x),
               "without close_on_down, x's established connections stay and forward")
         check(closed_metric(lb, "x", "down") == 0, "nothing counted as closed")
@@ -327,7 +327,8 @@ def removed_backend_counts_outlive_its_drain():
     check(all(ended(s) for s in on_c), "the removed c's connections ended")
     check(lb.wait(lambda: not lb.service()["draining"]) is not None,
           "c drains no more: /status lists it no longer")
-    time.sleep(0.3)  # several of the pool's ticks, each of which could drop the series
+    # several of the pool's ticks since, each of which could drop the series
+    check(ticks_past(lb), "the control plane ticked since")
     status, body = lb.http("GET", "/metrics")
 
     def c_sample(name, extra=""):
