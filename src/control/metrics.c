@@ -1106,6 +1106,11 @@ static void metrics_all(struct hlb_control *ctl, const struct wanted *w, struct 
 		   "Turns of the control thread's event loop: a few a second at rest."))
 		hlb_buf_printf(o, "hashlb_control_turns_total %" PRIu64 "\n",
 			       hlb_loop_turns(ctl->loop));
+	if (family(o, w, "hashlb_control_ticks_total", "counter",
+		   "Ticks of the control plane's pool (every 50 ms): health from the forwarder's "
+		   "failures, drain deadlines, removed backends let go."))
+		hlb_buf_printf(o, "hashlb_control_ticks_total %" PRIu64 "\n",
+			       hlb_pool_ticks(ctl->pool));
 	if (family(o, w, "hashlb_process_open_fds", "gauge", "File descriptors open now."))
 		hlb_buf_printf(o, "hashlb_process_open_fds %u\n", open_fds());
 	if (family(o, w, "hashlb_process_max_fds", "gauge", "The file descriptor limit (soft)."))

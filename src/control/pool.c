@@ -58,6 +58,7 @@ struct hlb_pool {
 	struct subscriber *subs;
 	uint32_t n_subs;
 	struct hlb_timer tick;
+	uint64_t ticks; /* pool_tick() runs */
 	/* the backends of services a reload removed (or renamed), draining
 	 * until their service's timeouts.drain as a removed backend does */
 	struct hlb_pool_backend **orphans;
@@ -1829,6 +1830,7 @@ static void pool_tick(void *arg)
 	struct hlb_pool *p = arg;
 	uint64_t now = hlb_now_ms();
 
+	p->ticks++;
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		struct hlb_pool_service *s = p->svcs[i];
 
@@ -3240,6 +3242,11 @@ uint32_t hlb_pool_overrides(const struct hlb_pool *p, char *first, size_t size)
 uint32_t hlb_pool_service_count(const struct hlb_pool *p)
 {
 	return p->n_svcs;
+}
+
+uint64_t hlb_pool_ticks(const struct hlb_pool *p)
+{
+	return p->ticks;
 }
 
 struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i)

@@ -296,6 +296,8 @@ uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p);
 void hlb_pool_log_draining(struct hlb_pool *p);
 
 uint32_t hlb_pool_service_count(const struct hlb_pool *p);
+/* The pool's ticks so far (every HLB_POOL_TICK_MS): health, drains' ends, reaping. */
+uint64_t hlb_pool_ticks(const struct hlb_pool *p);
 struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i);
 /*
  * The backends of <s> that have series in /metrics: its backends (0 ..

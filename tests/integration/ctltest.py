@@ -256,6 +256,16 @@ def ticks_past(lb, ticks=3, timeout=30):
     return lb.wait(lambda: visits() >= need, timeout=timeout, step=0.05) is not None
 
 
+def control_ticks_past(lb, ticks=3, timeout=30):
+    """Waits until the control plane has ticked (every 50 ms) <ticks> more times since the call
+    (hashlb_control_ticks_total): the ticks that end drains at their deadline and let backends
+    without connections go, so that what one would have done has been done, however slow the
+    machine. Whether they did."""
+    need = metric_sum(lb, "hashlb_control_ticks_total") + ticks
+    return lb.wait(lambda: metric_sum(lb, "hashlb_control_ticks_total") >= need,
+                   timeout=timeout, step=0.05) is not None
+
+
 def scans_past(lb, scans=2, timeout=30):
     """Waits until every worker of <lb> has walked all its connections <scans> more times
     since the call (hashlb_worker_idle_scans_total): the walks that close a connection the

@@ -10,7 +10,7 @@ import re
 import socket
 import time
 
-from ctltest import Lb, config, metric_sum, scans_past, ticks_past
+from ctltest import Lb, config, control_ticks_past, metric_sum, scans_past
 from lbtest import (Backend, check, client_ip, connect, clients_at_once, read_line, run_tests, serve_each,
                     wait_until)
 
@@ -328,7 +328,7 @@ def removed_backend_counts_outlive_its_drain():
     check(lb.wait(lambda: not lb.service()["draining"]) is not None,
           "c drains no more: /status lists it no longer")
     # several of the pool's ticks since, each of which could drop the series
-    check(ticks_past(lb), "the control plane ticked since")
+    check(control_ticks_past(lb), "the control plane ticked since")
     status, body = lb.http("GET", "/metrics")
 
     def c_sample(name, extra=""):

@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 
-from ctltest import Lb, config, metric_sum
+from ctltest import Lb, config, control_ticks_past, metric_sum, scans_past
 from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
                     logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_line,
                     read_to_eof, run_tests, text_columns, tmppath, tsan_build, wait_until, who,
@@ -192,7 +192,8 @@ def drains_while_connecting():
     t0 = time.time()
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"reload: {se}")
-    time.sleep(0.3)  # a few pool ticks: a backend without a connection is let go
+    # a few pool ticks: a backend without a connection is let go at one
+    check(control_ticks_past(lb), "the control plane ticked since")
     check([b["name"] for b in lb.service()["draining"]] == ["slow"],
           f"slow drains: its connect is in flight ({lb.service()['draining']})")
     ls.accept()[0].close()  # the blocker: room for the SYN sent again
@@ -246,7 +247,9 @@ def removed_backend_added_back_keeps_its_connections():
     # nothing, and a reader waited for a drain timeout line that never came
     check(lb.wait_log(r'msg="backend added back: its draining connections stay" service=t '
                       r'backend=c address=\S+ connections=1$'), "the log says c keeps them")
-    time.sleep(2.5)  # past the drain deadline
+    time.sleep(2.5)  # past the drain deadline; then the tick that would end the drain, and
+    # the workers' walks that would close what it ended
+    check(control_ticks_past(lb) and scans_past(lb), "ticks and walks since the deadline")
     held.sendall(b"still here\n")
     check(read_line(held) == "still here", "the connection to c outlives the drain deadline")
     c = lb.backend("c")
@@ -504,7 +507,9 @@ def removed_service_added_back_keeps_its_connections():
     reload_keep_and_back(lb, bound, both)
     check(lb.wait_log(r'msg="service added back: its draining connections stay" service=back '
                       r'connections=10$'), "the log says the service keeps them")
-    time.sleep(2.5)  # past the drain deadline
+    time.sleep(2.5)  # past the drain deadline; then the tick that would end the drain, and
+    # the workers' walks that would close what it ended
+    check(control_ticks_past(lb) and scans_past(lb), "ticks and walks since the deadline")
     alive = 0
     for h, n in zip(held, names):
         try:
@@ -633,7 +638,8 @@ def removed_service_undone_keeps_what_was_set_at_run_time():
     check(lb.wait(lambda: lb.service(1)["connections"]["active"] == 1) is not None,
           "b's clients gone, c's held")
     reload_keep_and_back(lb, bound)
-    time.sleep(1.5)  # some ticks: b, without connections, was freed at the first
+    # some ticks: b, without connections, was freed at the first
+    check(control_ticks_past(lb), "the control plane ticked since")
     reload_keep_and_back(lb, bound, both)
     got = {n: settings(n) for n in "bc"}
     check(got == want, f"each keeps what was set at run time, connections or not: {got}")
