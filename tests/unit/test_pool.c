@@ -1896,7 +1896,6 @@ static void test_handover_carries_up_only_assumed(void **state)
 	fixture_teardown(&f);
 }
 
-/* The new config's b1 at another address than the old one's. */
 /* Backend b1 of <c> written as <address>, which connects to 127.0.0.<host>:9. */
 static void b1_at(struct hashlb_config *c, const char *address, uint8_t host)
 {
@@ -1907,6 +1906,7 @@ static void b1_at(struct hashlb_config *c, const char *address, uint8_t host)
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK - 1 + host);
 }
 
+/* The new config's b1 at another address than the old one's. */
 static void checks_on_b1_moved(struct hashlb_config *c)
 {
 	checks_on(c);
@@ -1920,19 +1920,25 @@ static void checks_on_b1_moved(struct hashlb_config *c)
  * made every backend the new config added seen up too, and one moved kept the up seen at its
  * old address.
  */
-/* The handover of an old process with backends b0..b<n-1>, checks on, each seen up. */
-static char *handover_all_seen_up(uint32_t n)
+/* The handover of an old process (config <edit>) with backends b0..b<n-1>, checks on, each
+ * seen up. */
+static char *handover_all_seen_up_with(uint32_t n, void (*edit)(struct hashlb_config *))
 {
 	struct fixture old;
 	struct hlb_buf o = { 0 };
 
-	fixture_setup_readers(&old, HASHLB_SCHEME_RING, n, 0, checks_on);
+	fixture_setup_readers(&old, HASHLB_SCHEME_RING, n, 0, edit);
 	for (uint32_t i = 0; i < n; i++)
 		hlb_pool_health_result(old.svc->backends[i], true);
 	hlb_pool_handover(old.pool, &o);
 	assert_non_null(o.p);
 	fixture_teardown(&old);
 	return o.p;
+}
+
+static char *handover_all_seen_up(uint32_t n)
+{
+	return handover_all_seen_up_with(n, checks_on);
 }
 
 static void test_handover_seen_up_is_of_the_backends_the_old_one_had(void **state)
@@ -1961,13 +1967,6 @@ static void test_handover_seen_up_is_of_the_backends_the_old_one_had(void **stat
 	}
 }
 
-/*
- * A backend down and held for flapping in the old process, and a new config that moves it to
- * another address: another endpoint, that no check of either process saw fail. It started
- * down in the new process all the same, held for the old address's flapping, out of its
- * service until the penalty decayed. It starts as a reload that moves it does now, up
- * (assumed); one still at that address is carried down and held, as before.
- */
 /* The handover of an old process (config <edit>) whose b1, at 127.0.0.1:9, is held for
  * flapping: its set line says the address it connects to. */
 static char *handover_b1_held(void (*edit)(struct hashlb_config *))
@@ -1984,6 +1983,13 @@ static char *handover_b1_held(void (*edit)(struct hashlb_config *))
 	return o.p;
 }
 
+/*
+ * A backend down and held for flapping in the old process, and a new config that moves it to
+ * another address: another endpoint, that no check of either process saw fail. It started
+ * down in the new process all the same, held for the old address's flapping, out of its
+ * service until the penalty decayed. It starts as a reload that moves it does now, up
+ * (assumed); one still at that address is carried down and held, as before.
+ */
 static void test_handover_health_is_of_the_address(void **state)
 {
 	struct hlb_buf o = { .p = handover_b1_held(checks_on) };
@@ -2075,6 +2081,54 @@ static void test_handover_health_is_of_the_endpoint_connected_to(void **state)
 	fixture_teardown(&f);
 	b = taker(&f, named);
 	assert_true(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+}
+
+/* Whether <b> is taken as seen up: its first down is a flap. */
+static bool fails_as_a_flap(struct hlb_pool_backend *b)
+{
+	backend_fail(b);
+	return b->health.flaps == 1;
+}
+
+/*
+ * Seen up by the old process's checks is of the endpoint connected to, as a handed-over health
+ * is (test_handover_health_is_of_the_endpoint_connected_to): b1, written as a host name of
+ * 127.0.0.1 and seen up, is seen up for a new config that writes it 127.0.0.1:9, and not where
+ * the same name resolves elsewhere. Its seen line said the address as written and was compared
+ * so: the first's next down was no flap, the second's one. A seen line of a process of before,
+ * the address as written, is still compared so.
+ */
+static void test_handover_seen_up_is_of_the_endpoint_connected_to(void **state)
+{
+	static const char named[] = "seen web b1 b1.example.test:9\n";
+	char *ho = handover_all_seen_up_with(3, checks_on_b1_named);
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	assert_non_null(strstr(ho, "seen web b1 127.0.0.1:9\n"));
+	assert_true(fails_as_a_flap(taker(&f, ho)));
+	fixture_teardown(&f);
+	assert_false(fails_as_a_flap(
+		taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_named_elsewhere, ho)));
+	fixture_teardown(&f);
+
+	/* and through the resync */
+	b = taker(&f, NULL);
+	hlb_pool_resync(f.pool, ho);
+	assert_true(fails_as_a_flap(b));
+	fixture_teardown(&f);
+	b = taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_named_elsewhere, NULL);
+	hlb_pool_resync(f.pool, ho);
+	assert_false(fails_as_a_flap(b));
+	fixture_teardown(&f);
+	free(ho);
+
+	assert_true(fails_as_a_flap(
+		taker_with(&f, HASHLB_SCHEME_RING, checks_on_b1_named_elsewhere, named)));
+	fixture_teardown(&f);
+	assert_false(fails_as_a_flap(taker(&f, named)));
 	fixture_teardown(&f);
 }
 
@@ -3835,6 +3889,7 @@ int main(void)
 		cmocka_unit_test(test_handover_seen_up_is_of_the_backends_the_old_one_had),
 		cmocka_unit_test(test_handover_health_is_of_the_address),
 		cmocka_unit_test(test_handover_health_is_of_the_endpoint_connected_to),
+		cmocka_unit_test(test_handover_seen_up_is_of_the_endpoint_connected_to),
 		cmocka_unit_test(test_handover_carries_passive_hold),
 		cmocka_unit_test(test_handover_carries_passive_hold_through_maint),
 		cmocka_unit_test(test_handover_carries_passive_flap_damping),
