@@ -198,9 +198,9 @@ static void format_ts(time_t sec, char *buf, size_t size)
 		buf[0] = '\0';
 }
 
-/* format_ts() of <sec>, formatted again only when the second changes: hlb_log()'s lines, as
- * the buffered log's (lb->ts), within one second reuse it. Each thread its own (hlb_log() is
- * called from several), valid until this thread's next call. */
+/* format_ts() of <sec>, formatted again only when the second changes: the lines of one second
+ * reuse it, hlb_log()'s and the buffered log's alike. Each thread its own (both are called
+ * from several), valid until this thread's next call. */
 static const char *log_ts(time_t sec)
 {
 	static _Thread_local time_t ts_sec = (time_t)-1;
@@ -649,7 +649,7 @@ int hlb_logbuf_init(struct hlb_logbuf *lb, int fd, size_t size)
 {
 	if (size < 2 * HLB_LOG_LINE_MAX)
 		return -EINVAL;
-	*lb = (struct hlb_logbuf){ .fd = fd, .size = size, .ts_sec = -1 };
+	*lb = (struct hlb_logbuf){ .fd = fd, .size = size };
 	/* Files do not wait for a reader, and a file system may answer
 	 * EAGAIN to RWF_NOWAIT for a page it would have to read. */
 	lb->nowait = fd_nowait(fd);
@@ -686,13 +686,9 @@ void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const ch
 		return;
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
-	if (now.tv_sec != lb->ts_sec) {
-		lb->ts_sec = now.tv_sec;
-		format_ts(now.tv_sec, lb->ts, sizeof(lb->ts));
-	}
 	va_start(ap, fmt);
-	lb->tail += format_line(lb->buf + lb->tail, HLB_LOG_LINE_MAX, lb->ts, now.tv_nsec / 1000000,
-				level, msg, fmt, ap, NULL);
+	lb->tail += format_line(lb->buf + lb->tail, HLB_LOG_LINE_MAX, log_ts(now.tv_sec),
+				now.tv_nsec / 1000000, level, msg, fmt, ap, NULL);
 	va_end(ap);
 }
 

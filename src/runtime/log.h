@@ -125,8 +125,6 @@ struct hlb_logbuf {
 	bool nowait; /* fd is a pipe or a socket: RWF_NOWAIT */
 	bool partial; /* a line is written in part: this thread holds the output lock */
 	bool wait_reader; /* the last flush stopped because the reader is behind (EAGAIN) */
-	long long ts_sec; /* the second <ts> shows */
-	char ts[24]; /* "2026-11-30T17:00:00" */
 };
 
 /* <lb> of <size> bytes (at least 2 lines) writing to <fd> (borrowed). 0 or -ENOMEM, -EINVAL. */
