@@ -1494,6 +1494,16 @@ static const char *answer_unreset(int fd, char *buf, size_t size)
 	return buf;
 }
 
+/* The answer <answer>, its head put in <head>: the 503 of a connection given up at a handover,
+ * which says why. */
+static void assert_handed_over(const char *answer, char *head, size_t size)
+{
+	const char *body = split_answer(answer, head, size);
+
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(body, "handed its admin address over"));
+}
+
 /*
  * At a handover (an upgrade: hlb_http_free_handed_over()), a connection whose request was not
  * carried out is answered 503, to be sent again to the newer hashlb: one whose request has not
@@ -1535,9 +1545,7 @@ static void test_handover_503_only_to_requests_not_carried_out(void **state)
 	assert_true(strncmp(head, "HTTP/1.1 503 ", 13) != 0);
 	assert_null(strstr(head, "Retry-After"));
 	assert_non_null(strstr(body, "the request was carried out"));
-	body = split_answer(answer_unreset(queued, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(body, "handed its admin address over"));
+	assert_handed_over(answer_unreset(queued, buf, sizeof(buf)), head, sizeof(head));
 }
 
 /*
@@ -1551,7 +1559,6 @@ static void test_handover_drain_passes_over_aborted(void **state)
 	struct linger reset = { .l_onoff = 1, .l_linger = 0 };
 	struct tcp_end e;
 	char buf[512], head[512];
-	const char *body;
 	int gone, queued;
 
 	(void)state;
@@ -1564,9 +1571,7 @@ static void test_handover_drain_passes_over_aborted(void **state)
 	hlb_http_free_handed_over(e.h);
 	assert_int_equal(accept_aborts, 0); /* both aborts taken by the drain, and gone past */
 	hlb_loop_free(e.l);
-	body = split_answer(answer_unreset(queued, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(body, "handed its admin address over"));
+	assert_handed_over(answer_unreset(queued, buf, sizeof(buf)), head, sizeof(head));
 }
 
 /*
@@ -1578,7 +1583,6 @@ static void test_handover_reads_what_comes_while_the_queue_drains(void **state)
 {
 	struct tcp_end e;
 	char buf[512], head[512];
-	const char *body;
 	int part;
 
 	(void)state;
@@ -1591,9 +1595,7 @@ static void test_handover_reads_what_comes_while_the_queue_drains(void **state)
 	hlb_http_free_handed_over(e.h);
 	assert_int_equal(accept_then, -1);
 	hlb_loop_free(e.l);
-	body = split_answer(answer_unreset(part, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(body, "handed its admin address over"));
+	assert_handed_over(answer_unreset(part, buf, sizeof(buf)), head, sizeof(head));
 }
 
 /*
@@ -1652,9 +1654,7 @@ static void test_handover_answers_busy_at_accept(void **state)
 	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
 	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
 	assert_non_null(strstr(body, "handed its admin address over"));
-	body = split_answer(answer_of(silent, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(body, "handed its admin address over"));
+	assert_handed_over(answer_of(silent, buf, sizeof(buf)), head, sizeof(head));
 	for (int i = 0; i < n; i++)
 		close(fds[i]);
 }
@@ -1945,7 +1945,6 @@ static void test_handover_drain_at_the_fd_limit(void **state)
 	char bufs[2][512], head[512];
 	struct fd_limit f;
 	struct tcp_end e;
-	const char *body;
 	int queued[2];
 
 	(void)state;
@@ -1958,10 +1957,8 @@ static void test_handover_drain_at_the_fd_limit(void **state)
 	fd_limit_undo(&f);
 	hlb_loop_free(e.l);
 	for (int i = 0; i < 2; i++) {
-		body = split_answer(answer_unreset(queued[i], bufs[i], sizeof(bufs[i])), head,
-				    sizeof(head));
-		assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-		assert_non_null(strstr(body, "handed its admin address over"));
+		assert_handed_over(answer_unreset(queued[i], bufs[i], sizeof(bufs[i])), head,
+				   sizeof(head));
 	}
 }
 
