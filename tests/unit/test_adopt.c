@@ -65,6 +65,27 @@ static bool still_connected(int peer)
 	return recv(peer, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN;
 }
 
+/* The client <sv> of <svc>, handed over, waits unread in worker <w>'s queue, its slot held. */
+static void assert_queued_to(struct hlb_proxy *p, uint32_t w, struct hlb_service *svc, int sv[2])
+{
+	const struct worker *to = &p->workers[w];
+
+	assert_non_null(to->cmd_head);
+	assert_int_equal(to->cmd_head->type, CMD_ADOPT);
+	assert_int_equal(to->cmd_head->fd, sv[1]);
+	assert_true(still_connected(sv[0]));
+	assert_int_equal(atomic_load(&svc->active), 1);
+	assert_int_equal(hlb_proxy_connections_adopting(p), 1);
+}
+
+/* Worker 0 of <p> fails before it reads its commands. */
+static void worker_0_fails(struct hlb_proxy *p)
+{
+	p->workers[0].failed = true;
+	atomic_store(&p->workers[0].failed_done, true);
+	hlb_proxy_close_failed(p);
+}
+
 /*
  * A client handed to a worker that fails before it reads it (hlb_proxy_adopt() said it
  * taken: the old process closed its copy): served by another worker, its slot kept. It was
@@ -74,32 +95,18 @@ static bool still_connected(int peer)
 static void test_adopt_queued_to_a_worker_that_fails_moves_on(void **state)
 {
 	for (uint32_t n = 2; n >= 1; n--) {
-		struct hlb_proxy_opts opts = { .n_workers = n };
-		struct hashlb_error err = { 0 };
 		struct hlb_service *svc;
 		struct hlb_proxy *p;
-		struct worker *to;
 		int sv[2];
 
 		(void)state;
-		assert_int_equal(hlb_proxy_new(&opts, NULL, &p, &err), 0);
-		assert_int_equal(hlb_service_new("web", 1, &svc), 0);
-		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		setup(n, &p, &svc, sv);
 		assert_true(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
-		/* its worker fails before it reads its commands */
-		p->workers[0].failed = true;
-		atomic_store(&p->workers[0].failed_done, true);
-		hlb_proxy_close_failed(p);
+		worker_0_fails(p);
 
 		assert_null(p->workers[0].cmd_head);
 		if (n == 2) {
-			to = &p->workers[1];
-			assert_non_null(to->cmd_head);
-			assert_int_equal(to->cmd_head->type, CMD_ADOPT);
-			assert_int_equal(to->cmd_head->fd, sv[1]);
-			assert_true(still_connected(sv[0]));
-			assert_int_equal(atomic_load(&svc->active), 1);
-			assert_int_equal(hlb_proxy_connections_adopting(p), 1);
+			assert_queued_to(p, 1, svc, sv);
 		} else {
 			assert_false(still_connected(sv[0]));
 			assert_int_equal(atomic_load(&svc->active), 0);
@@ -130,11 +137,8 @@ static void test_worker_does_not_exit_on_a_queued_client(void **state)
 
 	assert_false(worker_exit_ready(&p->workers[0]));
 	/* still its to read, and it still takes commands */
-	assert_non_null(p->workers[0].cmd_head);
-	assert_int_equal(p->workers[0].cmd_head->type, CMD_ADOPT);
+	assert_queued_to(p, 0, svc, sv);
 	assert_false(p->workers[0].gone);
-	assert_true(still_connected(sv[0]));
-	assert_int_equal(hlb_proxy_connections_adopting(p), 1);
 
 	close(sv[0]);
 	hlb_service_unref(svc);
@@ -168,17 +172,10 @@ static void test_worker_that_exits_takes_no_client(void **state)
 	/* handed to worker 0, which fails before reading it: passed on past worker 1 */
 	atomic_store(&p->adopt_next, 0);
 	assert_true(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
-	p->workers[0].failed = true;
-	atomic_store(&p->workers[0].failed_done, true);
-	hlb_proxy_close_failed(p);
+	worker_0_fails(p);
 	assert_null(p->workers[0].cmd_head);
 	assert_null(p->workers[1].cmd_head);
-	assert_non_null(p->workers[2].cmd_head);
-	assert_int_equal(p->workers[2].cmd_head->type, CMD_ADOPT);
-	assert_int_equal(p->workers[2].cmd_head->fd, sv[1]);
-	assert_true(still_connected(sv[0]));
-	assert_int_equal(atomic_load(&svc->active), 1);
-	assert_int_equal(hlb_proxy_connections_adopting(p), 1);
+	assert_queued_to(p, 2, svc, sv);
 
 	close(sv[0]);
 	p->workers[0].failed = false;
