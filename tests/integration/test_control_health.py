@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from ctltest import Lb, config, metric_sum, metric_sum_text, ticks_past
+from ctltest import Lb, config, control_ticks_past, metric_sum, metric_sum_text, ticks_past
 from lbtest import (Backend, BlackHole, check, client_ip, close_listening, connect, dead_port,
                     listen_on, lookup, read_line, run_tests, serve_each, Skip, syn_sent, who)
 
@@ -214,6 +214,8 @@ def passive_false_keeps_a_dead_backend_up():
     check(all(s in ("a", "b") for s in served), f"clients of c served by others: {served}")
     check(lb.backend("c")["connect_fail"] == failed + len(served),
           f"each refused by c: {lb.backend('c')['connect_fail'] - failed} of {len(served)}")
+    # the ticks that would have taken c down on those refusals, passive on, have run since
+    check(control_ticks_past(lb), "the control plane ticked since")
     check(lb.backend("c")["in_table"] and lb.backend("c")["health"] == "up", "c stays up")
     check(not any("backend=c" in l and "backend down" in l for l in lb.log), "no down line")
     check(lb.stop() == 0, "exit 0")
