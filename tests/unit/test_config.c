@@ -1502,6 +1502,16 @@ static void test_addresses(void **state)
 
 /* --- duplicates and the core build --------------------------------------- */
 
+/* <yaml> loads, with no warning. */
+static void assert_no_warning(const char *yaml)
+{
+	struct hashlb_config *c = load_ok(yaml);
+	struct hashlb_error w[8];
+
+	assert_int_equal(hashlb_config_warnings(c, w, 8), 0);
+	hashlb_config_free(c);
+}
+
 /*
  * Two backends of a service at one address load (a weight written twice, two names of a DNS
  * answer meeting) but are said, at the later one's address, naming both; an IPv4-mapped
@@ -1539,9 +1549,7 @@ static void test_shared_address_warned(void **state)
 	assert_int_equal(hashlb_config_warnings(c, w, 1), 3);
 	hashlb_config_free(c);
 
-	c = load_ok(MINIMAL "      - name: b\n        address: 127.0.0.1:9002\n");
-	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
-	hashlb_config_free(c);
+	assert_no_warning(MINIMAL "      - name: b\n        address: 127.0.0.1:9002\n");
 
 	/* Not a backend of weight 0 (a rename: the new name added, the old one weighed 0), nor a
 	 * backup beside one that is none (it serves only while the other cannot); two backups
@@ -1573,12 +1581,8 @@ static void test_passive_hold_with_checks_on_warns(void **state)
 	assert_non_null(strstr(w[0].msg, "service 'web': health.passive_hold holds a backend only "
 					 "with checks off"));
 	hashlb_config_free(c);
-	c = load_ok(MINIMAL "    health: {enabled: false, passive_hold: 5s}\n");
-	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
-	hashlb_config_free(c);
-	c = load_ok(MINIMAL "    health: {interval: 1s}\n");
-	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
-	hashlb_config_free(c);
+	assert_no_warning(MINIMAL "    health: {enabled: false, passive_hold: 5s}\n");
+	assert_no_warning(MINIMAL "    health: {interval: 1s}\n");
 }
 
 /*
@@ -1606,10 +1610,9 @@ static void test_passive_hold_with_passive_off_warns(void **state)
 	assert_int_equal(hashlb_config_warnings(c, w, 4), 1);
 	assert_non_null(strstr(w[0].msg, "with passive on"));
 	hashlb_config_free(c);
-	c = load_ok(MINIMAL "      - {name: b, address: \"127.0.0.1:9002\"}\n"
-			    "    health: {enabled: false, passive: true, passive_hold: 5s}\n");
-	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
-	hashlb_config_free(c);
+	assert_no_warning(MINIMAL
+			  "      - {name: b, address: \"127.0.0.1:9002\"}\n"
+			  "    health: {enabled: false, passive: true, passive_hold: 5s}\n");
 }
 
 /*
@@ -1655,9 +1658,7 @@ static void test_bare_duration_warned(void **state)
 	assert_non_null(strstr(w[3].msg, "backend 'b' has the address of backend 'a'"));
 	hashlb_config_free(c);
 
-	c = load_ok(MINIMAL "    timeouts: {connect: 5s, idle: 0, queue: 250ms}\n");
-	assert_int_equal(hashlb_config_warnings(c, w, 8), 0);
-	hashlb_config_free(c);
+	assert_no_warning(MINIMAL "    timeouts: {connect: 5s, idle: 0, queue: 250ms}\n");
 }
 
 /* A warning about a number alone suggests what is in range and plausible (bare_hints()). */
