@@ -267,7 +267,7 @@ static void test_passive_only_holds_then_trials(void **state)
 		.rise = 2, .fall = 3, .half_life_ms = 80000, .passive_hold_ms = 1000
 	};
 	struct hlb_health h;
-	uint64_t t = 100, hold = 1000;
+	uint64_t t = 100, hold = pp.passive_hold_ms;
 
 	(void)state;
 	hlb_health_assume_up(&h, 0);
@@ -277,7 +277,7 @@ static void test_passive_only_holds_then_trials(void **state)
 	assert_true(h.up);
 	assert_true(hlb_health_passive(&h, &pp, 1, false, t)); /* the third in a row */
 	assert_false(h.up);
-	assert_int_equal(h.hold_ms, 1000);
+	assert_int_equal(h.hold_ms, pp.passive_hold_ms);
 	assert_int_equal(h.flaps, 1); /* seen up: its connect succeeded */
 	for (int i = 0; i < 6; i++) {
 		assert_false(hlb_health_tick(&h, &pp, t + hold - 1));
@@ -288,7 +288,9 @@ static void test_passive_only_holds_then_trials(void **state)
 		t += hold;
 		assert_true(hlb_health_passive(&h, &pp, 1, false, t)); /* one is enough */
 		assert_false(h.up);
-		hold = hold * 2 > 8000 ? 8000 : hold * 2; /* grows, up to 8 holds */
+		hold *= 2; /* grows, up to 8 holds */
+		if (hold > 8 * pp.passive_hold_ms)
+			hold = 8 * pp.passive_hold_ms;
 		assert_int_equal(h.hold_ms, hold);
 	}
 	assert_int_equal(h.flaps, 1); /* no trial's down */
@@ -299,7 +301,7 @@ static void test_passive_only_holds_then_trials(void **state)
 	t += hold + 10;
 	assert_false(hlb_health_passive(&h, &pp, 2, false, t));
 	assert_true(hlb_health_passive(&h, &pp, 1, false, t));
-	assert_int_equal(h.hold_ms, 1000);
+	assert_int_equal(h.hold_ms, pp.passive_hold_ms);
 	assert_int_equal(h.flaps, 2);
 }
 
