@@ -508,6 +508,11 @@ const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned 
  * the drops counted before a packet's VIP is known (malformed, fragment) or never (redirect).
  */
 bool hashlb_steer_stats_field_tabled(unsigned i);
+/*
+ * Whether drop reason <d> is one each table counts of its own: no-backend and table, not
+ * those counted before a packet's VIP is known (malformed, fragment) or never (redirect).
+ */
+bool hashlb_steer_drop_tabled(enum hlb_steer_drop d);
 
 /* The drop reason's stable name ("malformed", ...). */
 const char *hashlb_steer_drop_name(enum hlb_steer_drop d);

@@ -534,12 +534,11 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
  * service's: /status' service_drop_*). */
 static uint64_t steer_dropped(const struct hlb_steer_stats *st, bool tabled)
 {
-	const char *name;
-	uint64_t n = 0, x;
+	uint64_t n = 0;
 
-	for (unsigned i = 0; (name = hashlb_steer_stats_field(st, i, &x)); i++)
-		if (!strncmp(name, "drop_", 5) && (!tabled || hashlb_steer_stats_field_tabled(i)))
-			n += x;
+	for (int d = 0; d < HLB_STEER_DROP_MAX; d++)
+		if (!tabled || hashlb_steer_drop_tabled(d))
+			n += st->drops[d];
 	return n;
 }
 

@@ -685,16 +685,8 @@ static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 	return v[f];
 }
 
-/* Whether drop <reason> is counted for a service (a table) of its own: not one of a
- * packet whose port, so whose VIP, was not read (malformed, fragment), nor redirect (the
- * program cannot count it). The others a service shows are the interface's. */
-static bool steer_drop_own(int reason)
-{
-	return reason == HLB_STEER_DROP_NO_BACKEND || reason == HLB_STEER_DROP_TABLE;
-}
-
 /* One dropped family's samples: of each service, the service's own drops where it has
- * them (<own>), else the interface's. */
+ * them (<own>: those its table counts, hashlb_steer_drop_tabled()), else the interface's. */
 static void steer_dropped(struct hlb_buf *o, const char *name, const struct hlb_steer_sample *v,
 			  uint32_t n, bool own)
 {
@@ -702,7 +694,7 @@ static void steer_dropped(struct hlb_buf *o, const char *name, const struct hlb_
 		if (own && !v[i].own_all)
 			continue;
 		for (int d = 0; d < HLB_STEER_DROP_MAX; d++) {
-			bool mine = own && steer_drop_own(d);
+			bool mine = own && hashlb_steer_drop_tabled(d);
 
 			labels2(o, name, v[i].service, NULL);
 			o->len--; /* reopen the label set */

@@ -24,6 +24,10 @@ static const char *const drop_names[HLB_STEER_DROP_MAX] = {
 	[HLB_STEER_DROP_REDIRECT] = "redirect",
 };
 
+/* hashlb_steer_stats_field()'s index of its first drop counter; the drops follow in their
+ * enum's order */
+#define STATS_DROPS_FIRST 11
+
 const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
 				     uint64_t *ret_value)
 {
@@ -52,7 +56,7 @@ const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned 
 		st->drops[HLB_STEER_DROP_REDIRECT],
 	};
 
-	_Static_assert(sizeof(names) / sizeof(names[0]) == 11 + HLB_STEER_DROP_MAX,
+	_Static_assert(sizeof(names) / sizeof(names[0]) == STATS_DROPS_FIRST + HLB_STEER_DROP_MAX,
 		       "a name per counter");
 	if (i >= sizeof(names) / sizeof(names[0]))
 		return NULL;
@@ -67,8 +71,14 @@ bool hashlb_steer_stats_field_tabled(unsigned i)
 	struct hlb_steer_stats st = { 0 };
 
 	name = hashlb_steer_stats_field(&st, i, &v);
-	return name && strcmp(name, "passed") != 0 && strcmp(name, "drop_malformed") != 0 &&
-	       strcmp(name, "drop_fragment") != 0 && strcmp(name, "drop_redirect") != 0;
+	if (!name || !strcmp(name, "passed"))
+		return false;
+	return i < STATS_DROPS_FIRST || hashlb_steer_drop_tabled(i - STATS_DROPS_FIRST);
+}
+
+bool hashlb_steer_drop_tabled(enum hlb_steer_drop d)
+{
+	return d == HLB_STEER_DROP_NO_BACKEND || d == HLB_STEER_DROP_TABLE;
 }
 
 const char *hashlb_steer_mode_name(enum hashlb_steer_mode m)
