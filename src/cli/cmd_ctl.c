@@ -933,10 +933,10 @@ static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 		w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
 		if (!w)
 			break;
+		snprintf(key.svc, sizeof(key.svc), "%s", s->name);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			const struct hlb_handover_set *c;
 
-			snprintf(key.svc, sizeof(key.svc), "%s", s->name);
 			snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);
 			c = bsearch(&key, v, n, sizeof(*v), carried_cmp);
 			w[j] = s->backends[j].weight;
