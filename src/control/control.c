@@ -164,8 +164,16 @@ static bool same_failure(const struct hashlb_error *was, const struct hashlb_err
 /* A round's log lines: a name failed, or the addresses resolved could not be applied
  * (weights set at run time, table_memory, a steering program too small: said as a
  * reload's refusal is; before, logged as names not resolved, though every one was). */
-#define RESOLVE_NOT_RESOLVED "names not resolved, the backends keep their addresses"
-#define RESOLVE_REFUSED "names resolved, their new addresses refused: the backends keep theirs"
+enum resolve_failure {
+	RESOLVE_NOT_RESOLVED,
+	RESOLVE_REFUSED,
+	RESOLVE_FAILURES /* the size of ctl->resolve_logged[] */
+};
+
+static const char *const resolve_failure_line[RESOLVE_FAILURES] = {
+	[RESOLVE_NOT_RESOLVED] = "names not resolved, the backends keep their addresses",
+	[RESOLVE_REFUSED] = "names resolved, their new addresses refused: the backends keep theirs",
+};
 
 /*
  * A round failed (a name, or all of them), or the addresses it resolved were refused, logged
@@ -176,11 +184,10 @@ static bool same_failure(const struct hashlb_error *was, const struct hashlb_err
  * resolve_every: 1s, a name gone from DNS logged the same line every second. A name failing
  * and a refusal are remembered apart, so that a round with both logs neither again.
  */
-static void resolve_failed(struct hlb_control *ctl, const char *what,
+static void resolve_failed(struct hlb_control *ctl, enum resolve_failure what,
 			   const struct hashlb_error *err, bool count)
 {
-	int k = !strcmp(what, RESOLVE_REFUSED);
-	struct hashlb_error *was = &ctl->resolve_logged[k];
+	struct hashlb_error *was = &ctl->resolve_logged[what];
 	char kv[HLB_LOG_CONFIG_ERROR_MAX];
 	uint64_t now = hlb_now_ms();
 
@@ -196,15 +203,15 @@ static void resolve_failed(struct hlb_control *ctl, const char *what,
 		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s: %s",
 			 ctl->config_path, err->msg);
 	if (was->reason != HASHLB_ERR_NONE && same_failure(was, err) &&
-	    now - ctl->resolve_logged_ms[k] < RESOLVE_REMIND_MS)
+	    now - ctl->resolve_logged_ms[what] < RESOLVE_REMIND_MS)
 		return;
-	control_log(ctl, HLB_LOG_ERROR, what, "%s rounds_failed=%" PRIu64,
+	control_log(ctl, HLB_LOG_ERROR, resolve_failure_line[what], "%s rounds_failed=%" PRIu64,
 		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)),
 		    ctl->resolve_fail_rounds);
 	if (was->reason == HASHLB_ERR_NONE || !same_failure(was, err))
 		*was = *err;
 	was->file = NULL; /* the config's, freed with it */
-	ctl->resolve_logged_ms[k] = now;
+	ctl->resolve_logged_ms[what] = now;
 }
 
 /*
@@ -215,10 +222,12 @@ static void resolve_failed(struct hlb_control *ctl, const char *what,
  * were applied ("names resolved to new addresses, applied"), or a name failing again after it
  * resolved, was not said at all while the other kind kept the run of failures going.
  */
-static void resolve_cleared(struct hlb_control *ctl, const char *what)
+static void resolve_cleared(struct hlb_control *ctl, enum resolve_failure what)
 {
-	memset(&ctl->resolve_logged[!strcmp(what, RESOLVE_REFUSED)], 0,
-	       sizeof(ctl->resolve_logged[0]));
+	_Static_assert(sizeof(ctl->resolve_logged) / sizeof(ctl->resolve_logged[0]) ==
+			       RESOLVE_FAILURES,
+		       "a line remembered per kind of failure");
+	memset(&ctl->resolve_logged[what], 0, sizeof(ctl->resolve_logged[0]));
 }
 
 /* Every name resolved (a round, or a reload): say so if they had failed. */
