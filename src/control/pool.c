@@ -147,6 +147,13 @@ bool hlb_pool_backend_up(const struct hlb_pool_backend *b)
 	return b->admin == HASHLB_ADMIN_READY && b->health.up;
 }
 
+/* Whether <b> takes new clients: ready and up, with a weight above 0 (a backup too: with
+ * every primary out, it does). */
+static bool backend_takes_clients(const struct hlb_pool_backend *b)
+{
+	return hlb_pool_backend_up(b) && b->rt->weight;
+}
+
 bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx)
 {
 	return snap && idx < snap->n_backends &&
@@ -219,7 +226,7 @@ static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now, uint64_
  */
 static void backend_returns(struct hlb_pool_backend *b, uint64_t now)
 {
-	if (hlb_pool_backend_up(b) && b->rt->weight)
+	if (backend_takes_clients(b))
 		backend_ramp_start(b, now, 0);
 	/* passive-only: a run of failures begun before (drained midway) goes on, and no worker
 	 * wakes the control thread for it (only a run's first does): the ticks follow it again */
@@ -1175,7 +1182,7 @@ static bool service_others_take_clients(const struct hlb_pool_backend *b)
 	for (uint32_t j = 0; j < s->n_backends; j++) {
 		const struct hlb_pool_backend *o = s->backends[j];
 
-		if (o != b && hlb_pool_backend_up(o) && o->rt->weight)
+		if (o != b && backend_takes_clients(o))
 			return true;
 	}
 	return false;
@@ -1800,7 +1807,7 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 							   memory_order_relaxed);
 		backend_tick(b, now);
 		again |= retry_watch(s, j, HLB_POOL_DEBOUNCE_MS) || b->ramp_start_ms;
-		taken |= hlb_pool_backend_up(b) && b->rt->weight;
+		taken |= backend_takes_clients(b);
 		if (s->hp.passive_hold_ms && backend_held_out(b) &&
 		    (!release || b->health.hold_until_ms < release->health.hold_until_ms))
 			release = b;
@@ -1812,8 +1819,7 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 		 * pool_tick() (one in maint waits for it to leave: hlb_pool_set_admin()) */
 		if (!hlb_pool_backend_passive_only(b))
 			continue;
-		again |= (b->seen_run && hlb_pool_backend_up(b) && b->rt->weight) ||
-			 b->health.suppressed;
+		again |= (b->seen_run && backend_takes_clients(b)) || b->health.suppressed;
 		if (b->health.hold_until_ms && (!hold_next || b->health.hold_until_ms < hold_next))
 			hold_next = b->health.hold_until_ms;
 	}
