@@ -3393,7 +3393,7 @@ void conn_queue_lend(struct worker *w, uint32_t gen)
 {
 	struct hlb_lent *lent = NULL;
 	struct conn **pp = &w->queue_head, **lt = &w->lent, *c;
-	size_t n = 0, cap = 0, not_lent = 0;
+	size_t n = 0, cap = 0;
 
 	while (*lt) /* in the queue's order, after any lent before */
 		lt = &(*lt)->qnext;
@@ -3443,9 +3443,8 @@ void conn_queue_lend(struct worker *w, uint32_t gen)
 		*lt = c;
 		lt = &c->qnext;
 	}
-	for (c = w->queue_head; c; c = c->qnext)
-		not_lent++; /* what is left in the queue was not lent */
-	if (!lent_answer(w->proxy, lent, n, not_lent)) {
+	/* what is left in the queue was not lent */
+	if (!lent_answer(w->proxy, lent, n, w->queue_n)) {
 		for (size_t i = 0; i < n; i++)
 			close(lent[i].fd);
 		conn_lent_end(w, gen, NULL, 0);
