@@ -40,6 +40,14 @@ static void diag_addr(const struct inet_diag_msg *m, int family, struct sockaddr
 	memcpy(&s6->sin6_addr, m->id.idiag_src, sizeof(s6->sin6_addr));
 }
 
+bool hlb_v6only_decides(const struct sockaddr_storage *at, const struct sockaddr_storage *a)
+{
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+
+	return at->ss_family == AF_INET6 && hashlb_addr_is_any(at) &&
+	       (a->ss_family != AF_INET6 || IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr));
+}
+
 /*
  * Whether the socket diag message <h> lists, of <family>, is bound where a bind of <a>
  * collides, as the kernel has it: hashlb_listen_clash(), but for a socket on [::] set
@@ -50,7 +58,6 @@ static void diag_addr(const struct inet_diag_msg *m, int family, struct sockaddr
 static bool diag_clash(const struct nlmsghdr *h, int family, const struct sockaddr_storage *a)
 {
 	const struct inet_diag_msg *m = NLMSG_DATA(h);
-	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
 	const struct rtattr *rta =
 		(const struct rtattr *)((const char *)m + NLMSG_ALIGN(sizeof(*m)));
 	int len = (int)h->nlmsg_len - (int)NLMSG_LENGTH(NLMSG_ALIGN(sizeof(*m)));
@@ -59,8 +66,7 @@ static bool diag_clash(const struct nlmsghdr *h, int family, const struct sockad
 	diag_addr(m, family, &at);
 	if (!hashlb_listen_clash(&at, a))
 		return false;
-	if (family != AF_INET6 || !hashlb_addr_is_any(&at) ||
-	    (a->ss_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)))
+	if (!hlb_v6only_decides(&at, a))
 		return true;
 	for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
 		if (rta->rta_type == INET_DIAG_SKV6ONLY && RTA_PAYLOAD(rta) >= 1)

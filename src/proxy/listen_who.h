@@ -7,6 +7,7 @@
 #ifndef HASHLB_LISTEN_WHO_H
 #define HASHLB_LISTEN_WHO_H
 
+#include <stdbool.h>
 #include <sys/socket.h>
 
 #include "hashlb/error.h"
@@ -19,6 +20,13 @@ enum listen_who {
 	LISTEN_THEIRS, /* another process's socket, one at least */
 };
 
+/*
+ * Whether a socket bound to <at> that collides with a bind of <a> (hashlb_listen_clash(), which
+ * takes [::] for dual-stack, as hashlb's own) does so only unless it is set IPV6_V6ONLY: <at> is
+ * [::] and <a> an IPv4 address (a.b.c.d, [::ffff:a.b.c.d], 0.0.0.0). Such a socket takes IPv6
+ * clients only: the bind goes beside it, no SO_REUSEPORT needed.
+ */
+bool hlb_v6only_decides(const struct sockaddr_storage *at, const struct sockaddr_storage *a);
 /*
  * Who listens where a bind of <a> collides (listeners_clash(), in both families; <a> a
  * wildcard or not): this process's sockets only, say a listener a reload removed, whose

@@ -984,15 +984,13 @@ static void take_extra(struct hlb_proxy *p, struct hlb_listener *l, const struct
 }
 
 /* Whether socket <fd>, bound to <at>, takes IPv4 clients where <a> is IPv4: not an IPv6
- * wildcard set IPV6_V6ONLY (hashlb_listen_clash() takes [::] for dual-stack, as hashlb's own). */
+ * wildcard set IPV6_V6ONLY (hlb_v6only_decides()). */
 static bool held_covers(int fd, const struct sockaddr_storage *at, const struct sockaddr_storage *a)
 {
-	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
 	int only = 0;
 	socklen_t len = sizeof(only);
 
-	if (at->ss_family != AF_INET6 || !hashlb_addr_is_any(at) ||
-	    (a->ss_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)))
+	if (!hlb_v6only_decides(at, a))
 		return true;
 	return getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, &len) < 0 || !only;
 }
