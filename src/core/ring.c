@@ -218,7 +218,6 @@ static int sort_points(const uint64_t *gen, const uint32_t *order, const uint32_
  */
 struct ring_points {
 	_Atomic uint32_t refs;
-	uint32_t n; /* points, for hashlb_tables_shared_bytes() */
 	uint64_t pos[]; /* n + 1, then the n + 1 owners */
 };
 
@@ -236,7 +235,6 @@ static int ring_alloc(struct ring *r, uint32_t n)
 	if (!rp)
 		return -ENOMEM;
 	atomic_init(&rp->refs, 1);
-	rp->n = n;
 	r->n = n;
 	r->pos = rp->pos;
 	r->owner = (uint16_t *)(rp->pos + n + 1);
@@ -470,8 +468,8 @@ void ring_free(struct ring *r)
 	struct ring_points *rp = r->pos ? ring_points(r->pos) : NULL;
 
 	if (rp && atomic_fetch_sub_explicit(&rp->refs, 1, memory_order_acq_rel) == 1) {
-		tables_shared_bytes_sub(((uint64_t)rp->n + 1) *
-					(sizeof(*r->pos) + sizeof(*r->owner)));
+		/* r->n is theirs: ring_alloc() and ring_share() set it */
+		tables_shared_bytes_sub(ring_points_bytes(r));
 		free(rp);
 	}
 	free(r->bucket);
