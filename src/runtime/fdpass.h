@@ -92,12 +92,13 @@ int hlb_handover_set_parse(const char *line, struct hlb_handover_set *ret);
  * start): its service, its name and the address it connects to (numeric, as on a set line;
  * a process of before wrote it as written, compared so). Its next down is a flap in the new
  * process too (hashlb_backend_flaps_total, flap damping), if it connects to the backend at
- * that address, compared as for a set line (a host name of it is that endpoint); any other up (no line: a backend up only as assumed there, one the old process did
- * not have, or had at another address; or a process of before) is taken as assumed, as at
- * start. A line per service once stood for all its backends up and not listed, and the new
- * config's backends were taken as seen up there too. A backend's HLB_HANDOVER_LINE, if sent,
- * says health=assumed for one up only as assumed; a process of before ignores this line and
- * reads health=assumed as up. */
+ * that address, compared as for a set line (a host name of it is that endpoint); any other
+ * up (no line: a backend up only as assumed there, one the old process did not have, or had
+ * at another address; or a process of before) is taken as assumed, as at start. A line per
+ * service once stood for all its backends up and not listed, and the new config's backends
+ * were taken as seen up there too. A backend's HLB_HANDOVER_LINE, if sent, says
+ * health=assumed for one up only as assumed; a process of before ignores this line and reads
+ * health=assumed as up. */
 #define HLB_HANDOVER_SEEN "seen %s %s %s\n"
 
 /* With them, the old process's reload counts, if any: the new one goes on from them (hashlb ctl
@@ -168,9 +169,9 @@ bool hlb_fdpass_peer_gone(int fd);
  * addresses its PROXY header named (as hashlb_addr_format() writes them: "IP:PORT
  * [IPv6]:PORT"), "- -" for a service without accept_proxy, and the ms it waited there (its
  * connection log's queue_ms goes on from it; none from an older one: 0); then
- * HLB_FDPASS_QUEUED_END with their count. The new one serves those it can as if it had just accepted them, and answers
- * with an HLB_FDPASS_REFUSED line for each of the others (by its place among the lines, from
- * 0), then HLB_FDPASS_ADOPTED with how many it took.
+ * HLB_FDPASS_QUEUED_END with their count. The new one serves those it can as if it had just
+ * accepted them, and answers with an HLB_FDPASS_REFUSED line for each of the others (by its
+ * place among the lines, from 0), then HLB_FDPASS_ADOPTED with how many it took.
  * The old one closes its copies of those taken, and serves the others on as if they had never
  * left its queue; all of them if the new one exits first, but for one whose socket's stream
  * moved while lent (the new one read from or wrote to it): that one it resets. Never on a
