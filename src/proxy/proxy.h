@@ -120,8 +120,9 @@ void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool fds);
  * the forwarder's come off it too, two for a connection: <*fds>, kept up to
  * date by their owner (the most sockets health checks may hold at once),
  * read with a relaxed load where the cap is. Before hlb_proxy_start(); the
- * counter outlives the proxy. NULL: none. The sockets the service manager passed, and the
- * copies kept of them, come off it as well, counted by the proxy itself.
+ * counter outlives the proxy. NULL: none. The sockets the service manager passed, the
+ * copies kept of them, and those taken over from the old process not yet a listener's come
+ * off it as well, counted by the proxy itself (inh_counted()).
  */
 void hlb_proxy_count_fds(struct hlb_proxy *p, const _Atomic uint32_t *fds);
 /* The cap in force now (0: none). */
