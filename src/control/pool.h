@@ -106,6 +106,7 @@ struct hlb_pool_service {
 	const struct hashlb_service_cfg *cfg; /* borrowed from the pool's config */
 	struct hlb_pool_backend **backends; /* config order = table order */
 	uint32_t n_backends;
+	uint32_t taker_hint; /* where service_others_take_clients() found one last (a hint) */
 	struct hlb_pool_backend **removed; /* draining after a reload */
 	uint32_t n_removed;
 	/* Removed and drained: kept for their counters' series in /metrics
