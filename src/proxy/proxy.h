@@ -183,9 +183,10 @@ size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
  * Serve <fd>, a client another hashlb kept waiting in a queue of <svc> (its socket; ours to
  * close from now), as if just accepted, its wait bounded by <left_ms> more; <addr>, if not
  * NULL, the addresses its PROXY header named (it was read). Its slot of the service's
- * max_connections is taken at once, so that the next client's call sees it. False, <fd> left
- * to the caller, if none is left, without the memory, or if the worker it fell to has failed
- * (the process stops: the old one keeps the client). Control thread.
+ * max_connections is taken at once, so that the next client's call sees it. The workers take
+ * them in turn, a worker that failed or exited passed (its turn spent: the next one does not
+ * take two shares). False, <fd> left to the caller, if none is left, without the memory, or if
+ * no worker runs (the process stops: the old one keeps the client). Control thread.
  */
 bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
 		     uint32_t waited_ms, const struct sockaddr_storage *addr);

@@ -1336,7 +1336,7 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 	/* its slot, counted now: the next line's check sees it whether or not a worker has
 	 * served this one yet (conn_new() does not count it again) */
 	uint64_t active = atomic_fetch_add_explicit(&svc->active, 1, memory_order_relaxed) + 1;
-	uint32_t i;
+	uint32_t first, k;
 	struct cmd *cmd;
 
 	if (max && active > max) {
@@ -1348,7 +1348,6 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 		return false;
 	}
-	i = atomic_fetch_add_explicit(&p->adopt_next, 1, memory_order_relaxed) % p->n_workers;
 	atomic_fetch_add_explicit(&p->adopting, 1, memory_order_relaxed);
 	cmd->type = CMD_ADOPT;
 	cmd->fd = fd;
@@ -1359,10 +1358,20 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 		cmd->addrs = true;
 		memcpy(cmd->addr, addr, sizeof(cmd->addr));
 	}
-	if (!worker_try_push(&p->workers[i], cmd)) {
-		/* A worker that failed: refused, <fd> the caller's to close unreset, the old
-		 * process keeps its client. Counted taken and reset here (cmd_free_unread()),
-		 * it was lost, and its socket, shared with the old one, left set to reset. */
+	/* Round robin over the workers that run: one that failed or exited is passed, its turn
+	 * spent, so that the next client starts past the one that took this one (the worker
+	 * after a failed one does not take its share too). Each is tried once. Before, the
+	 * client was refused when its turn fell to a failed worker, though others ran. */
+	first = atomic_fetch_add_explicit(&p->adopt_next, 1, memory_order_relaxed) % p->n_workers;
+	for (k = 0; k < p->n_workers; k++)
+		if (worker_try_push(&p->workers[(first + k) % p->n_workers], cmd))
+			break;
+	if (k && k < p->n_workers)
+		atomic_fetch_add_explicit(&p->adopt_next, k, memory_order_relaxed);
+	if (k == p->n_workers) {
+		/* No worker runs: refused, <fd> the caller's to close unreset, the old process
+		 * keeps its client. Counted taken and reset here (cmd_free_unread()), it was
+		 * lost, and its socket, shared with the old one, left set to reset. */
 		atomic_fetch_sub_explicit(&p->adopting, 1, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 		hlb_service_unref(cmd->svc);

@@ -29,32 +29,38 @@ static void setup(uint32_t n, struct hlb_proxy **p, struct hlb_service **svc, in
 }
 
 /*
- * A client handed to a worker that has failed (its ring gone; the process stops): refused,
- * so that the new process answers "refused" and the old one keeps serving it. Said taken,
- * the old one closed its copy and the client was reset here: lost, though the old one could
- * have served it.
+ * A client handed over when every worker has failed (their rings gone; the process stops):
+ * refused, so that the new process answers "refused" and the old one keeps serving it. Said
+ * taken, the old one closed its copy and the client was reset here: lost, though the old one
+ * could have served it.
  */
-static void test_adopt_on_a_failed_worker_refuses(void **state)
+static void test_adopt_on_failed_workers_refuses(void **state)
 {
-	struct hlb_service *svc;
-	struct hlb_proxy *p;
-	int sv[2];
+	for (uint32_t n = 1; n <= 2; n++) {
+		struct hlb_service *svc;
+		struct hlb_proxy *p;
+		int sv[2];
 
-	(void)state;
-	setup(1, &p, &svc, sv);
-	p->workers[0].failed = true;
+		(void)state;
+		setup(n, &p, &svc, sv);
+		for (uint32_t i = 0; i < n; i++)
+			p->workers[i].failed = true;
 
-	assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
-	/* the socket is still the caller's, its slot and its count given back */
-	assert_true(fcntl(sv[1], F_GETFD) >= 0);
-	assert_int_equal(atomic_load(&svc->active), 0);
-	assert_int_equal(hlb_proxy_connections_adopting(p), 0);
+		assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
+		/* the socket is still the caller's, its slot and its count given back */
+		assert_true(fcntl(sv[1], F_GETFD) >= 0);
+		for (uint32_t i = 0; i < n; i++) {
+			assert_null(p->workers[i].cmd_head);
+			p->workers[i].failed = false;
+		}
+		assert_int_equal(atomic_load(&svc->active), 0);
+		assert_int_equal(hlb_proxy_connections_adopting(p), 0);
 
-	close(sv[0]);
-	close(sv[1]);
-	p->workers[0].failed = false;
-	hlb_service_unref(svc);
-	hlb_proxy_free(p);
+		close(sv[0]);
+		close(sv[1]);
+		hlb_service_unref(svc);
+		hlb_proxy_free(p);
+	}
 }
 
 /* Whether the client at the other end of <peer> is still connected: neither closed nor reset. */
@@ -76,6 +82,76 @@ static void assert_queued_to(struct hlb_proxy *p, uint32_t w, struct hlb_service
 	assert_true(still_connected(sv[0]));
 	assert_int_equal(atomic_load(&svc->active), 1);
 	assert_int_equal(hlb_proxy_connections_adopting(p), 1);
+}
+
+/*
+ * A client whose turn falls to a worker that failed, while another runs: that one takes it,
+ * its slot held. It was refused, and the old process, which hands its clients over because
+ * it stops, kept it waiting there.
+ */
+static void test_adopt_on_a_failed_worker_goes_to_one_that_runs(void **state)
+{
+	for (uint32_t failed = 0; failed < 2; failed++) {
+		struct hlb_service *svc;
+		struct hlb_proxy *p;
+		int sv[2];
+
+		(void)state;
+		setup(2, &p, &svc, sv);
+		p->workers[failed].failed = true;
+		atomic_store(&p->adopt_next, failed); /* its turn */
+
+		assert_true(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
+		assert_null(p->workers[failed].cmd_head);
+		assert_queued_to(p, 1 - failed, svc, sv);
+
+		close(sv[0]);
+		p->workers[failed].failed = false;
+		hlb_service_unref(svc);
+		hlb_proxy_free(p); /* resets it, unread: the worker never ran */
+	}
+}
+
+/* How many commands wait in worker <w>'s queue. */
+static size_t queued(const struct worker *w)
+{
+	size_t n = 0;
+
+	for (const struct cmd *cmd = w->cmd_head; cmd; cmd = cmd->next)
+		n++;
+	return n;
+}
+
+/*
+ * With a worker failed, the others share the clients handed over evenly: the failed one's
+ * turn is spent, not given to the worker after it on top of its own (which took two of
+ * every three with three workers).
+ */
+static void test_adopt_passes_a_failed_worker_evenly(void **state)
+{
+	struct hlb_service *svc;
+	struct hlb_proxy *p;
+	int sv[2], fds[6];
+
+	(void)state;
+	setup(3, &p, &svc, sv);
+	p->workers[1].failed = true;
+	for (int i = 0; i < 6; i++) {
+		fds[i] = dup(sv[1]);
+		assert_true(fds[i] >= 0);
+		assert_true(hlb_proxy_adopt(p, svc, fds[i], 1000, 0, NULL));
+	}
+	assert_int_equal(queued(&p->workers[0]), 3);
+	assert_int_equal(queued(&p->workers[1]), 0);
+	assert_int_equal(queued(&p->workers[2]), 3);
+	assert_int_equal(hlb_proxy_connections_adopting(p), 6);
+
+	p->workers[1].failed = false;
+	hlb_proxy_free(p); /* closes the six, unread */
+	close(sv[0]);
+	close(sv[1]);
+	assert_int_equal(atomic_load(&svc->active), 0);
+	hlb_service_unref(svc);
 }
 
 /* Worker 0 of <p> fails before it reads its commands. */
@@ -146,28 +222,28 @@ static void test_worker_does_not_exit_on_a_queued_client(void **state)
 }
 
 /*
- * Once a worker has decided to exit (its queue empty), it takes no client: one handed to it
- * is refused (the old process keeps it, its slot given back), and one a failed worker passes
- * on goes past it to a worker that runs. It was queued to it, and reset when the process
- * exited.
+ * Once a worker has decided to exit (its queue empty), it takes no client: one whose turn
+ * falls to it goes to the next worker that runs, and one a failed worker passes on goes past
+ * it too. Queued to it, it was reset when the process exited; refused, the old process kept
+ * it though other workers ran.
  */
 static void test_worker_that_exits_takes_no_client(void **state)
 {
 	struct hlb_service *svc;
 	struct hlb_proxy *p;
-	int sv[2];
+	int sv[2], fd;
 
 	(void)state;
 	setup(3, &p, &svc, sv);
 	assert_true(worker_exit_ready(&p->workers[1]));
 
-	/* handed to it: refused */
+	/* its turn: to worker 2 */
 	atomic_store(&p->adopt_next, 1);
-	assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
-	assert_true(fcntl(sv[1], F_GETFD) >= 0);
+	fd = dup(sv[1]);
+	assert_true(fd >= 0);
+	assert_true(hlb_proxy_adopt(p, svc, fd, 1000, 0, NULL));
 	assert_null(p->workers[1].cmd_head);
-	assert_int_equal(atomic_load(&svc->active), 0);
-	assert_int_equal(hlb_proxy_connections_adopting(p), 0);
+	assert_int_equal(queued(&p->workers[2]), 1);
 
 	/* handed to worker 0, which fails before reading it: passed on past worker 1 */
 	atomic_store(&p->adopt_next, 0);
@@ -175,12 +251,15 @@ static void test_worker_that_exits_takes_no_client(void **state)
 	worker_0_fails(p);
 	assert_null(p->workers[0].cmd_head);
 	assert_null(p->workers[1].cmd_head);
-	assert_queued_to(p, 2, svc, sv);
+	assert_int_equal(queued(&p->workers[2]), 2);
+	assert_true(still_connected(sv[0]));
+	assert_int_equal(atomic_load(&svc->active), 2);
+	assert_int_equal(hlb_proxy_connections_adopting(p), 2);
 
 	close(sv[0]);
 	p->workers[0].failed = false;
 	hlb_service_unref(svc);
-	hlb_proxy_free(p); /* resets the one passed on, unread */
+	hlb_proxy_free(p); /* resets the two, unread: no worker ran */
 }
 
 /*
@@ -228,7 +307,9 @@ static void test_cap_counts_clients_being_adopted(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_adopt_on_a_failed_worker_refuses),
+		cmocka_unit_test(test_adopt_on_failed_workers_refuses),
+		cmocka_unit_test(test_adopt_on_a_failed_worker_goes_to_one_that_runs),
+		cmocka_unit_test(test_adopt_passes_a_failed_worker_evenly),
 		cmocka_unit_test(test_adopt_queued_to_a_worker_that_fails_moves_on),
 		cmocka_unit_test(test_worker_does_not_exit_on_a_queued_client),
 		cmocka_unit_test(test_worker_that_exits_takes_no_client),
