@@ -1,21 +1,28 @@
 // SPDX-License-Identifier: MIT
 /* Serving the clients an old process kept waiting in its queues (hlb_proxy_adopt()): one the
  * process cannot serve is refused, its socket and its slot given back, never counted taken;
- * those handed to a worker count against the connection cap until it reads them. */
+ * those handed to a worker count against the connection cap until it reads them, then as its
+ * connections. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "proxy/proxy.h"
 #include "proxy/worker.h"
+#include "runtime/runtime.h"
 
 /* A proxy of <n> workers, not started, a service, and a client's socket pair <sv>. */
 static void setup(uint32_t n, struct hlb_proxy **p, struct hlb_service **svc, int sv[2])
@@ -304,6 +311,140 @@ static void test_cap_counts_clients_being_adopted(void **state)
 	hlb_service_unref(svc);
 }
 
+/* A listening TCP socket on 127.0.0.1, its port chosen by the kernel, in <addr>. */
+static int tcp_listener(struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)addr, sizeof(*addr)), 0);
+	assert_int_equal(listen(fd, 64), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)addr, &len), 0);
+	return fd;
+}
+
+/* A proxy of running workers, and a service of one backend (a socket that listens). */
+struct live {
+	struct hlb_rcu *rcu;
+	struct hlb_proxy *p;
+	struct hlb_service *svc;
+	struct hlb_backend *b;
+	int backend, front; /* listeners: the backend's, and the one the clients connect to */
+	struct sockaddr_in front_addr;
+};
+
+static void live_free(struct live *l)
+{
+	hlb_proxy_free(l->p);
+	hlb_service_unref(l->svc);
+	hlb_backend_unref(l->b);
+	hlb_rcu_free(l->rcu);
+	close(l->backend);
+	close(l->front);
+}
+
+/* <l> with <n> workers started; false, with nothing left to free, where io_uring cannot be
+ * set up (the test skips). */
+static bool live_start(struct live *l, uint32_t n)
+{
+	struct hlb_proxy_opts opts = { .n_workers = n, .buf_count = 16, .buf_size = 4096 };
+	struct hashlb_error err = { 0 };
+	struct hashlb_backend_cfg bc = { .name = (char *)"a",
+					 .address = (char *)"127.0.0.1",
+					 .weight = 1 };
+	struct hashlb_service_cfg sc = { .name = (char *)"web",
+					 .key = HASHLB_KEY_SRC_IP,
+					 .connect_timeout_ms = 1000,
+					 .backends = &bc,
+					 .n_backends = 1 };
+	struct hlb_snapshot *snap;
+	struct sockaddr_in baddr;
+
+	memset(l, 0, sizeof(*l));
+	l->backend = tcp_listener(&baddr);
+	l->front = tcp_listener(&l->front_addr);
+	memcpy(&bc.addr, &baddr, sizeof(baddr));
+	bc.addr_len = sizeof(baddr);
+	hashlb_table_params_init(&sc.table, HASHLB_SCHEME_MAGLEV);
+	sc.table.maglev_m = 251;
+	assert_int_equal(hlb_rcu_new(n, &l->rcu), 0);
+	assert_int_equal(hlb_backend_new(&bc, n, &l->b), 0);
+	assert_int_equal(hlb_service_new("web", n, &l->svc), 0);
+	assert_int_equal(hlb_snapshot_rebuild(NULL, &sc, &l->b, 1, &snap, NULL), 0);
+	assert_int_equal(hlb_service_publish(l->svc, snap, l->rcu), 0);
+	assert_int_equal(hlb_proxy_new(&opts, l->rcu, &l->p, &err), 0);
+	if (hlb_proxy_start(l->p, &err) < 0) {
+		fprintf(stderr, "skipped: %s\n", err.msg);
+		live_free(l);
+		return false;
+	}
+	return true;
+}
+
+/* A client connected to <l>'s front listener: its end in *<peer>, the accepted socket
+ * (what an old process hands over) returned. */
+static int live_client(struct live *l, int *peer)
+{
+	int fd;
+
+	*peer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(*peer >= 0);
+	assert_int_equal(connect(*peer, (struct sockaddr *)&l->front_addr, sizeof(l->front_addr)),
+			 0);
+	fd = accept4(l->front, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Wait, up to 10 s (a bound, not a measure), until <done>(<p>) holds; whether it did. */
+static bool wait_for(bool (*done)(struct hlb_proxy *p), struct hlb_proxy *p)
+{
+	struct timespec ms = { .tv_nsec = 1000000 };
+
+	for (int i = 0; i < 10000 && !done(p); i++)
+		nanosleep(&ms, NULL);
+	return done(p);
+}
+
+#define LIVE_CLIENTS 6
+
+static bool all_read(struct hlb_proxy *p)
+{
+	return hlb_proxy_connections(p) == LIVE_CLIENTS;
+}
+
+/*
+ * Clients handed to running workers: once the workers have read them, they count as their
+ * connections and no longer among those being adopted, so that the connection cap counts each
+ * once (hlb_proxy_connections_adopting()), neither twice nor not at all.
+ */
+static void test_clients_read_by_a_worker_leave_the_adopting_count(void **state)
+{
+	int peer[LIVE_CLIENTS];
+	struct live l;
+
+	(void)state;
+	if (!live_start(&l, 2))
+		skip();
+	for (int i = 0; i < LIVE_CLIENTS; i++)
+		assert_true(hlb_proxy_adopt(l.p, l.svc, live_client(&l, &peer[i]), 1000, 0, NULL));
+
+	assert_true(wait_for(all_read, l.p));
+	assert_int_equal(atomic_load(&l.p->adopting), 0);
+	assert_int_equal(hlb_proxy_connections_adopting(l.p), LIVE_CLIENTS);
+	assert_int_equal(atomic_load(&l.svc->active), LIVE_CLIENTS);
+	for (int i = 0; i < LIVE_CLIENTS; i++)
+		assert_true(still_connected(peer[i]));
+
+	live_free(&l);
+	for (int i = 0; i < LIVE_CLIENTS; i++)
+		close(peer[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -314,6 +455,7 @@ int main(void)
 		cmocka_unit_test(test_worker_does_not_exit_on_a_queued_client),
 		cmocka_unit_test(test_worker_that_exits_takes_no_client),
 		cmocka_unit_test(test_cap_counts_clients_being_adopted),
+		cmocka_unit_test(test_clients_read_by_a_worker_leave_the_adopting_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
