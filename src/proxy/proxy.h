@@ -93,7 +93,10 @@ void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
  */
 void hlb_proxy_drain_ends(const struct hlb_proxy *p, uint64_t *ret_finished,
 			  uint64_t *ret_timed_out);
-/* Join the threads (after they exited, or a drain) and free. Accepts NULL. */
+/* Join the threads (after they exited, or a drain) and free. Accepts NULL. A client handed
+ * over (hlb_proxy_adopt()) that no worker read is reset: the process stops, and a worker that
+ * drained read its queue before it exited, so only a worker that never ran or failed with no
+ * other running leaves one. */
 void hlb_proxy_free(struct hlb_proxy *p);
 /* Connections open now, over all workers (relaxed reads). */
 uint64_t hlb_proxy_connections(const struct hlb_proxy *p);

@@ -1776,7 +1776,15 @@ void hlb_proxy_free(struct hlb_proxy *p)
 
 		if (w->started)
 			pthread_join(w->thread, NULL);
-		worker_listeners_free(w, false); /* all are gone */
+		/* All are gone: a client left in a queue here is reset (cmd_free_unread()), and
+		 * rightly, for none could be served by another worker. A worker exits by itself
+		 * only once it failed (its queue passed on to one that runs while one does:
+		 * hlb_proxy_close_failed()), or drained, and a drain is every worker's, as the
+		 * process stops (the number of workers changes on restart only); a worker that
+		 * drained exits only with its queue empty and takes none after
+		 * (worker_exit_ready()). So the clients reset here are those of workers that
+		 * never ran, or handed to one that failed when no other ran. */
+		worker_listeners_free(w, false);
 		if (w->wake_fd >= 0)
 			close(w->wake_fd);
 		pthread_mutex_destroy(&w->cmd_lock);

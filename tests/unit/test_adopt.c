@@ -445,6 +445,64 @@ static void test_clients_read_by_a_worker_leave_the_adopting_count(void **state)
 		close(peer[i]);
 }
 
+#define STOP_CLIENTS 500
+
+static bool none_unread(struct hlb_proxy *p)
+{
+	return atomic_load(&p->adopting) == 0;
+}
+
+/*
+ * A worker that exits normally (a stop's drain, every worker's: the process stops) has read
+ * every client handed to it, those handed to it as it drains too: none is left in its queue
+ * for hlb_proxy_free() to reset unread. One handed over as it exits is refused instead, the old
+ * process keeping it; once they have all exited, every one is.
+ */
+static void test_workers_that_stop_leave_no_client_unread(void **state)
+{
+	int peer[LIVE_CLIENTS + STOP_CLIENTS], fd, n = 0;
+	struct live l;
+
+	(void)state;
+	if (!live_start(&l, 2))
+		skip();
+	for (; n < LIVE_CLIENTS; n++)
+		assert_true(hlb_proxy_adopt(l.p, l.svc, live_client(&l, &peer[n]), 1000, 0, NULL));
+	hlb_proxy_drain(l.p, 0);
+	/* handed over one at a time, each once the last was read, while they drain and exit:
+	 * taken, or refused (then still connected) */
+	for (int i = 0; i < STOP_CLIENTS && !hlb_proxy_done(l.p); i++) {
+		fd = live_client(&l, &peer[n]);
+		if (hlb_proxy_adopt(l.p, l.svc, fd, 1000, 0, NULL)) {
+			n++;
+			assert_true(wait_for(none_unread, l.p));
+			continue;
+		}
+		assert_true(fcntl(fd, F_GETFD) >= 0);
+		assert_true(still_connected(peer[n]));
+		close(fd);
+		close(peer[n]);
+	}
+
+	assert_true(wait_for(hlb_proxy_done, l.p));
+	assert_int_equal(atomic_load(&l.p->adopting), 0);
+	for (uint32_t i = 0; i < 2; i++)
+		assert_null(l.p->workers[i].cmd_head);
+	/* served, then closed by the drain of 0 ms: the slots given back */
+	assert_int_equal(atomic_load(&l.svc->active), 0);
+
+	fd = live_client(&l, &peer[n]);
+	assert_false(hlb_proxy_adopt(l.p, l.svc, fd, 1000, 0, NULL));
+	assert_true(still_connected(peer[n]));
+	assert_int_equal(hlb_proxy_connections_adopting(l.p), 0);
+	close(fd);
+	close(peer[n]);
+
+	live_free(&l);
+	for (int i = 0; i < n; i++)
+		close(peer[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -456,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_worker_that_exits_takes_no_client),
 		cmocka_unit_test(test_cap_counts_clients_being_adopted),
 		cmocka_unit_test(test_clients_read_by_a_worker_leave_the_adopting_count),
+		cmocka_unit_test(test_workers_that_stop_leave_no_client_unread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
