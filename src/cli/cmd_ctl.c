@@ -880,8 +880,8 @@ static int carried_cmp(const void *x, const void *y)
 	return c ? c : strcmp(a->name, b->name);
 }
 
-/* The weights set at run time that <text>'s "set" lines carry, read as the new process reads
- * them (hlb_handover_set_parse()), sorted; their count in *<ret_n>. */
+/* The settings of <text>'s "set" lines, read as the new process reads them
+ * (hlb_handover_set_parse()), sorted; their count in *<ret_n>. */
 static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 {
 	struct hlb_handover_set *v = NULL;
@@ -891,8 +891,7 @@ static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 		char line[HLB_HANDOVER_LINE_MAX + 1];
 		struct hlb_handover_set set;
 
-		if (!hlb_handover_next_line(&l, line) || hlb_handover_set_parse(line, &set) < 0 ||
-		    set.w == set.cfg_w || set.w > HASHLB_WEIGHT_MAX)
+		if (!hlb_handover_next_line(&l, line) || hlb_handover_set_parse(line, &set) < 0)
 			continue;
 		if (hlb_grow((void **)&v, &cap, n + 1, sizeof(*v), 16) < 0)
 			break; /* those read so far */
@@ -906,11 +905,11 @@ static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 
 /*
  * ctl upgrade's look at the weights set at run time (hashlb ctl set) that the new process
- * takes over: GET /sockets's "set" lines, what it reads, each carried where <cfg> leaves the
- * weight as the running config had it (the rule of a reload). -E2BIG with <err> said as the
- * new process says it (at table_memory, or at the first service past it for the default) if
- * <cfg>'s tables with them pass its table_memory: it would stop, the old one serving on, and
- * the upgrade fail after the wait. 0 otherwise, and when they cannot be read (nothing carried,
+ * takes over: GET /sockets's "set" lines, what it reads, each carried where the new process
+ * carries it (hlb_handover_carries(): <cfg> leaves the weight as the running config had it, the
+ * rule of a reload). -E2BIG with <err> said as the new process says it (at table_memory, or
+ * at the first service past it for the default) if <cfg>'s tables with them pass its
+ * table_memory: it would stop, the old one serving on, and the upgrade fail after the wait. 0 otherwise, and when they cannot be read (nothing carried,
  * an older hashlb, the endpoint busy): the new process checks them all the same.
  */
 static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
@@ -940,8 +939,9 @@ static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 			snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);
 			c = bsearch(&key, v, n, sizeof(*v), carried_cmp);
 			w[j] = s->backends[j].weight;
-			if (c && c->cfg_w == s->backends[j].weight)
-				w[j] = c->w;
+			if (c && hlb_handover_carries(&c->s, s, &s->backends[j]) &
+					 HLB_HANDOVER_CARRY_WEIGHT)
+				w[j] = c->s.w;
 		}
 		own = hashlb_service_cfg_weights_bytes_max(s, w);
 		free(w);

@@ -2471,8 +2471,7 @@ struct handover_seen {
 struct handover {
 	char *svc, *name;
 	char *address; /* connected to there (as written, from a process of before); NULL: none sent */
-	enum hashlb_admin_state a, cfg_a;
-	unsigned w, cfg_w, max, cfg_max;
+	struct hlb_handover_settings set;
 	bool down;
 	bool assumed; /* up only as assumed there (health=assumed) */
 	double penalty; /* flap damping; 0 from a process that sent none */
@@ -2607,12 +2606,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		}
 		if (hlb_handover_set_parse(line, &set) < 0)
 			continue;
-		h.a = set.a;
-		h.cfg_a = set.cfg_a;
-		h.w = set.w;
-		h.cfg_w = set.cfg_w;
-		h.max = set.max;
-		h.cfg_max = set.cfg_max;
+		h.set = set.s;
 		h.down = !strcmp(set.health, "down");
 		h.assumed = !strcmp(set.health, "assumed");
 		/* the damping, after the fields every version sends (none: an older one) */
@@ -2683,17 +2677,20 @@ static void handover_passive_hold(struct hlb_pool_backend *b, const struct hando
 
 /*
  * What the hashlb this one replaces had set at run time for backend <b> of
- * service <svc> (its HLB_HANDOVER_LINE, parsed), carried on where this
- * config leaves that setting as the old one's config had it: the rule of a
- * reload. Before the first build, so the first table already has it.
+ * service <c> (its HLB_HANDOVER_LINE, parsed), carried on as hlb_handover_carries()
+ * says (<bc>: <b>'s config), the rule hashlb ctl upgrade's pre-check counts by too.
+ * Before the first build, so the first table already has it.
  */
-static void backend_handover(struct hlb_pool_backend *b, const char *svc)
+static void backend_handover(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
+			     const struct hashlb_backend_cfg *bc)
 {
+	const char *svc = c->name;
 	char qn[POOL_NAME_QUOTED];
 	struct hlb_pool *p = b->svc->pool;
 	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
 	char ramp[32] = "", what[80] = ""; /* what[]: the settings carried, ",a,b" */
 	bool here, passive;
+	unsigned carry;
 
 	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
 	passive = hlb_pool_backend_passive_only(b);
@@ -2704,18 +2701,18 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		return;
 	/* state, weight and cap go with the name, as at a reload; health with the endpoint */
 	here = handover_same_address(b, h);
-	if (h->a != h->cfg_a && b->cfg_admin == h->cfg_a) {
-		b->admin = h->a;
-		atomic_store(&b->rt->admin, (int)h->a);
+	carry = hlb_handover_carries(&h->set, c, bc);
+	if (carry & HLB_HANDOVER_CARRY_STATE) {
+		b->admin = h->set.a;
+		atomic_store(&b->rt->admin, (int)h->set.a);
 		strcat(what, ",state");
 	}
-	if (h->w != h->cfg_w && b->cfg_weight == h->cfg_w && h->w <= HASHLB_WEIGHT_MAX) {
-		b->rt->weight = h->w;
+	if (carry & HLB_HANDOVER_CARRY_WEIGHT) {
+		b->rt->weight = h->set.w;
 		strcat(what, ",weight");
 	}
-	if (h->max != h->cfg_max && b->cfg_max_conns == h->cfg_max &&
-	    b->svc->cfg->steering != HASHLB_STEERING_KERNEL) {
-		atomic_store(&b->rt->max_conns, h->max);
+	if (carry & HLB_HANDOVER_CARRY_MAX_CONNECTIONS) {
+		atomic_store(&b->rt->max_conns, h->set.max);
 		strcat(what, ",max_connections");
 	}
 	if (h->down && here && hlb_pool_backend_checked(b)) {
@@ -2887,7 +2884,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c, u
 		s->backends[i]->idx = i;
 		s->n_backends++;
 		if (p->n_ho || p->n_ho_seen)
-			backend_handover(s->backends[i], c->name);
+			backend_handover(s->backends[i], c, &c->backends[i]);
 	}
 	s->need_full = true;
 	/* past table_memory with the weights taken over: said there, no table built */

@@ -61,11 +61,17 @@
  * adds. A longer line is passed over. */
 #define HLB_HANDOVER_LINE_MAX (2 * HASHLB_NAME_MAX + 320 + 320)
 
+/* Of an HLB_HANDOVER_LINE, the settings hashlb ctl set changes: each in force, and as the old
+ * process's config has it. */
+struct hlb_handover_settings {
+	enum hashlb_admin_state a, cfg_a;
+	unsigned w, cfg_w, max, cfg_max;
+};
+
 /* Of an HLB_HANDOVER_LINE, the fields every version sends. */
 struct hlb_handover_set {
 	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1];
-	enum hashlb_admin_state a, cfg_a; /* in force, and as its config has it */
-	unsigned w, cfg_w, max, cfg_max;
+	struct hlb_handover_settings s;
 	char health[8]; /* "up", "down" or "assumed" */
 };
 
@@ -81,6 +87,26 @@ bool hlb_handover_next_line(const char **at, char *line);
  * into <ret>, 0; -EINVAL if it is none (another line, or one of another hashlb's making).
  * The new process and hashlb ctl upgrade's look at the weights it takes over read it so. */
 int hlb_handover_set_parse(const char *line, struct hlb_handover_set *ret);
+
+/* The settings of an HLB_HANDOVER_LINE that a new process takes on (hlb_handover_carries()). */
+enum hlb_handover_carry {
+	HLB_HANDOVER_CARRY_STATE = 1 << 0,
+	HLB_HANDOVER_CARRY_WEIGHT = 1 << 1,
+	HLB_HANDOVER_CARRY_MAX_CONNECTIONS = 1 << 2,
+};
+
+/*
+ * Which of <s>, the settings the old process had for backend <b> of service <svc> of the new
+ * process's config, the new process takes on (a mask of enum hlb_handover_carry): each one set
+ * at run time there (in force other than its config's) that <b>'s config leaves as the old
+ * one's config had it, the rule of a reload; never a weight past HASHLB_WEIGHT_MAX (no
+ * hashlb's), nor a cap under kernel steering (which caps nothing). The one rule of the new
+ * process (which applies them) and of hashlb ctl upgrade's pre-check (which counts the weights
+ * against table_memory before it sends anything): the two cannot disagree.
+ */
+unsigned hlb_handover_carries(const struct hlb_handover_settings *s,
+			      const struct hashlb_service_cfg *svc,
+			      const struct hashlb_backend_cfg *b);
 
 /* With them, one per backend written with a host name: service, backend, its address as
  * written and the address it connects to. The new process keeps a backend there while its

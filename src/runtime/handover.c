@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 /* The lines of run-time settings handed to the hashlb that replaces this one (HLB_HANDOVER_LINE,
  * fdpass.h), read: by the new process, and by hashlb ctl upgrade's look at the weights it would
- * take over. */
+ * take over; and the rule by which the new process takes a setting over. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fdpass.h"
+#include "hashlb/table.h"
 
 bool hlb_handover_next_line(const char **at, char *line)
 {
@@ -29,10 +30,26 @@ int hlb_handover_set_parse(const char *line, struct hlb_handover_set *ret)
 	    sscanf(line,
 		   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
 		   "health=%7s",
-		   ret->svc, ret->name, st, cfg_st, &ret->w, &ret->cfg_w, &ret->max, &ret->cfg_max,
-		   ret->health) != 9 ||
-	    hashlb_admin_state_parse(st, &ret->a) < 0 ||
-	    hashlb_admin_state_parse(cfg_st, &ret->cfg_a) < 0)
+		   ret->svc, ret->name, st, cfg_st, &ret->s.w, &ret->s.cfg_w, &ret->s.max,
+		   &ret->s.cfg_max, ret->health) != 9 ||
+	    hashlb_admin_state_parse(st, &ret->s.a) < 0 ||
+	    hashlb_admin_state_parse(cfg_st, &ret->s.cfg_a) < 0)
 		return -EINVAL;
 	return 0;
+}
+
+unsigned hlb_handover_carries(const struct hlb_handover_settings *s,
+			      const struct hashlb_service_cfg *svc,
+			      const struct hashlb_backend_cfg *b)
+{
+	unsigned carry = 0;
+
+	if (s->a != s->cfg_a && b->admin == s->cfg_a)
+		carry |= HLB_HANDOVER_CARRY_STATE;
+	if (s->w != s->cfg_w && b->weight == s->cfg_w && s->w <= HASHLB_WEIGHT_MAX)
+		carry |= HLB_HANDOVER_CARRY_WEIGHT;
+	if (s->max != s->cfg_max && b->max_connections == s->cfg_max &&
+	    svc->steering != HASHLB_STEERING_KERNEL)
+		carry |= HLB_HANDOVER_CARRY_MAX_CONNECTIONS;
+	return carry;
 }

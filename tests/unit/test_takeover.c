@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Taking an old process's listening sockets over (src/proxy/listener.c): a takeover that
- * fails gives back everything the answer brought, the resync socket included. */
+ * fails gives back everything the answer brought, the resync socket included; and the
+ * settings set at run time there are taken over by the rule of a reload (handover.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "hashlb/table.h"
 #include "proxy/proxy.h"
 #include "runtime/fdpass.h"
 
@@ -70,10 +72,59 @@ static void test_failed_takeover_closes_the_resync_socket(void **state)
 	hlb_proxy_free(p);
 }
 
+/*
+ * A setting the old process had set at run time (hashlb ctl set) is taken over where the new
+ * config leaves it as the old config had it, and only then: one the new config changes is the
+ * new config's, as at a reload. A weight past HASHLB_WEIGHT_MAX is no hashlb's, and a cap under
+ * kernel steering caps nothing. hashlb ctl upgrade's pre-check counts weights by this rule.
+ */
+static void test_handover_carries_by_the_rule_of_a_reload(void **state)
+{
+	struct hashlb_service_cfg svc = { .steering = HASHLB_STEERING_USERSPACE };
+	struct hashlb_backend_cfg b = { .weight = 1,
+					.max_connections = 0,
+					.admin = HASHLB_ADMIN_READY };
+	struct hlb_handover_set set;
+	const unsigned all = HLB_HANDOVER_CARRY_STATE | HLB_HANDOVER_CARRY_WEIGHT |
+			     HLB_HANDOVER_CARRY_MAX_CONNECTIONS;
+
+	(void)state;
+	assert_int_equal(hlb_handover_set_parse("set web a admin=drain/ready weight=5/1 "
+						"max_connections=9/0 health=up penalty=0.000 "
+						"held=no ramp=- addr=127.0.0.1:1 hold=-",
+						&set),
+			 0);
+	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), all);
+	/* each the new config changes stays the new config's, the others carried */
+	b.weight = 2;
+	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), all & ~HLB_HANDOVER_CARRY_WEIGHT);
+	b.weight = 1;
+	b.admin = HASHLB_ADMIN_MAINT;
+	b.max_connections = 3;
+	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), HLB_HANDOVER_CARRY_WEIGHT);
+	b.admin = HASHLB_ADMIN_READY;
+	b.max_connections = 0;
+	/* a cap under kernel steering caps nothing */
+	svc.steering = HASHLB_STEERING_KERNEL;
+	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b),
+			 all & ~HLB_HANDOVER_CARRY_MAX_CONNECTIONS);
+	svc.steering = HASHLB_STEERING_USERSPACE;
+	/* a weight past the most a hashlb takes: not one of its lines */
+	set.s.w = HASHLB_WEIGHT_MAX + 1;
+	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), all & ~HLB_HANDOVER_CARRY_WEIGHT);
+	/* nothing set at run time (a line for a backend down): nothing carried */
+	assert_int_equal(hlb_handover_set_parse("set web a admin=ready/ready weight=1/1 "
+						"max_connections=0/0 health=down",
+						&set),
+			 0);
+	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_failed_takeover_closes_the_resync_socket),
+		cmocka_unit_test(test_handover_carries_by_the_rule_of_a_reload),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
