@@ -905,12 +905,15 @@ static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 
 /*
  * ctl upgrade's look at the weights set at run time (hashlb ctl set) that the new process
- * takes over: GET /sockets's "set" lines, what it reads, each carried where the new process
- * carries it (hlb_handover_carries(): <cfg> leaves the weight as the running config had it, the
- * rule of a reload). -E2BIG with <err> said as the new process says it (at table_memory, or
- * at the first service past it for the default) if <cfg>'s tables with them pass its
- * table_memory: it would stop, the old one serving on, and the upgrade fail after the wait. 0 otherwise, and when they cannot be read (nothing carried,
- * an older hashlb, the endpoint busy): the new process checks them all the same.
+ * takes over: the "set" lines of GET /sockets?only=settings, what it reads (read only: no
+ * socket sent, nothing logged of a handover; a hashlb of before, which refuses only=, is
+ * asked as before: its sockets sent, dropped here unread, and that logged there), each
+ * carried where the new process carries it (hlb_handover_carries(): <cfg> leaves the weight
+ * as the running config had it, the rule of a reload). -E2BIG with <err> said as the new
+ * process says it (at table_memory, or at the first service past it for the default) if
+ * <cfg>'s tables with them pass its table_memory: it would stop, the old one serving on, and
+ * the upgrade fail after the wait. 0 otherwise, and when they cannot be read (nothing
+ * carried, the endpoint busy): the new process checks them all the same.
  */
 static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 			       const struct hashlb_config *cfg, struct hashlb_error *err)
@@ -921,9 +924,15 @@ static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 	uint32_t n = 0, *w;
 	int status, ret = 0;
 
-	if (!cfg->table_memory ||
-	    ctl_fetch(ss, len, "GET", "/sockets", "format=text", true, &status, &buf, &body) < 0)
+	if (!cfg->table_memory || ctl_fetch(ss, len, "GET", "/sockets", "format=text&only=settings",
+					    true, &status, &buf, &body) < 0)
 		return 0;
+	if (status == 400 && strstr(body, "unknown parameter 'only'")) {
+		free(buf);
+		if (ctl_fetch(ss, len, "GET", "/sockets", "format=text", true, &status, &buf,
+			      &body) < 0)
+			return 0;
+	}
 	v = status == 200 ? carried_parse(body, &n) : NULL;
 	free(buf);
 	for (uint32_t i = 0; i < cfg->n_services && n && ret == 0; i++) {

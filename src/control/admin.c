@@ -1890,6 +1890,9 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
  * naming a process other than the one that asks (a GET that anything able
  * to make one, a page's <img> or a server fetching a URL, could send with
  * taker=1 would otherwise refuse every /set for as long as pid 1 runs).
+ * With ?only=settings, the lines of run-time settings alone (what a taker
+ * would carry over), read only: no socket, no descriptor, nothing logged of
+ * a handover (hashlb ctl upgrade's pre-check reads them so).
  */
 #define SOCKETS_MAX 4096
 static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
@@ -1913,6 +1916,24 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 			"taking the listening sockets over reads, the descriptors riding on them; "
 			"each service's listen and bound addresses are in GET /status (JSON): "
 			"give format=text or no format here");
+		return;
+	}
+	v = hlb_http_param(req, "only", buf, sizeof(buf));
+	if (v && strcmp(v, "settings")) {
+		resp_error(resp, 400, "only takes settings (the run-time settings alone): not '%s'",
+			   v);
+		return;
+	}
+	if (v) {
+		/* a look, not a handover: a taker here would be named for sockets it
+		 * never gets */
+		if (hlb_http_param(req, "taker", buf, sizeof(buf))) {
+			resp_error(resp, 400,
+				   "only=settings hands nothing over: give taker without it");
+			return;
+		}
+		resp->ctype = "text/plain; charset=utf-8";
+		hlb_control_handover(ctl, &resp->body);
 		return;
 	}
 	v = hlb_http_param(req, "taker", buf, sizeof(buf));
@@ -2058,7 +2079,7 @@ static const char *const plain_params[] = { "format", NULL };
 static const char *const table_params[] = { "service", "format", NULL };
 static const char *const lookup_params[] = { "service", "client", "vip", "format", NULL };
 static const char *const clients_params[] = { "service", "top", "format", NULL };
-static const char *const sockets_params[] = { "taker", "format", NULL };
+static const char *const sockets_params[] = { "taker", "only", "format", NULL };
 static const char *const set_params[] = { "service",	     "backend", "state", "weight",
 					  "max_connections", "format",	NULL };
 static const char *const close_params[] = { "service", "backend", "format", NULL };
@@ -2102,7 +2123,8 @@ static void admin_index(const struct hlb_http_req *req, struct hlb_http_resp *re
 		hlb_buf_puts(&resp->body,
 			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
 			     " /clients?top=N,"
-			     " /sockets (the listening sockets, for a new hashlb to take over),"
+			     " /sockets (the listening sockets, for a new hashlb to take over;"
+			     " ?only=settings: its run-time settings alone, nothing handed over),"
 			     " POST /set?backend=B&state=S|weight=W|max_connections=N"
 			     " /close?backend=B /reload[?pid=N] /upgrade\n");
 		return;

@@ -10,6 +10,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -2003,7 +2004,7 @@ def gets_refuse_parameters_they_do_not_take():
     for path, name, takes in (("/status?x=1", "x", "format"),
                               ("/table?servce=t", "servce", "service, format"),
                               ("/clients?top=3&service=t&sort=desc", "sort", "service, top, format"),
-                              ("/sockets?taker=1&x=1", "x", "taker, format"),
+                              ("/sockets?taker=1&x=1", "x", "taker, only, format"),
                               ("/?x=", "x", "format"),
                               ("/status?format=text&format=text", None, None)):
         code, body = lb.http("GET", path)
@@ -3430,6 +3431,54 @@ def only_the_taker_itself_takes_the_sockets_over():
         check(lb.stop() == 0, "exit 0")
 
 
+def sockets_only_settings_hands_nothing_over():
+    """GET /sockets?only=settings answers the run-time settings a taker would carry over (the
+    "set" lines hashlb ctl upgrade's pre-check reads) and nothing else: no socket line, over a
+    Unix socket no descriptor, nothing logged of a handover, and /set applies after it. Before,
+    that pre-check read the whole GET /sockets: the old process logged "listening sockets
+    sent, not handed over" for a look, and sent its listening sockets along."""
+    import os
+    from lbtest import _tmp
+    for admin in ("127.0.0.1:0", f"unix:{os.path.join(_tmp.name, 'settings.sock')}"):
+        lb = Lb(config(BACKENDS, admin=admin))
+        code, body = lb.http("POST", "/set?backend=a&weight=5")
+        check(code == 200, f"{admin}: set a weight 5: {code} {body!r}")
+        n = len(lb.log)
+        s = lb.admin_socket()
+        s.sendall(b"GET /sockets?only=settings HTTP/1.1\r\nHost: t\r\n"
+                  b"Connection: close\r\n\r\n")
+        got, fds = b"", []
+        while True:
+            data, anc, _, _ = s.recvmsg(1 << 16, socket.CMSG_SPACE(4 * 16))
+            for level, kind, blob in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds += [int.from_bytes(blob[i:i + 4], sys.byteorder)
+                            for i in range(0, len(blob) - len(blob) % 4, 4)]
+            if not data:
+                break
+            got += data
+        s.close()
+        for fd in fds:
+            os.close(fd)
+        head, _, body = got.decode().partition("\r\n\r\n")
+        lines = body.splitlines()
+        check(head.startswith("HTTP/1.1 200") and
+              any(re.match(r"set t a admin=ready/ready weight=5/1 ", l) for l in lines) and
+              not any(l.startswith(f"{lb.proc.pid} ") for l in lines),
+              f"{admin}: the set lines alone: {got[:300]!r}")
+        check(not fds, f"{admin}: no descriptor sent: {len(fds)}")
+        code, body = lb.http("POST", "/set?backend=a&state=drain")
+        check(code == 200 and lb.backend("a")["state"] == "drain",
+              f"{admin}: not counted as handed over: /set applies: {code} {body!r}")
+        check(not [l for l in lb.log[n:] if 'msg="listening sockets' in l],
+              f"{admin}: nothing logged of a handover: {lb.log[n:]}")
+        for q, want in (("only=sockets", "only takes settings"),
+                        (f"only=settings&taker={os.getpid()}", "hands nothing over")):
+            code, body = lb.http("GET", f"/sockets?{q}")
+            check(code == 400 and want in body, f"{admin}: {q}: {code} {body!r}")
+        check(lb.stop() == 0, "exit 0")
+
+
 def unread_answers_hold_bounded_memory():
     """Clients that ask for a large /metrics (1,000 services: ~10 MB) and never read it make
     hashlb hold at most 64 MiB of such answers: past that a GET is answered 503 saying why,
@@ -3953,6 +4002,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients,
            ctl_reload_pid_does_not_guess_after_a_cut_answer,
            ctl_says_a_refusal_without_a_reason, ctl_reads_what_a_proxy_in_front_sends,
            only_the_taker_itself_takes_the_sockets_over,
+           sockets_only_settings_hands_nothing_over,
            unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
 for b in bs:

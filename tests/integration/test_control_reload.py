@@ -20,7 +20,7 @@ import time
 from ctltest import Lb, config
 from lbtest import (HASHLB, SRC, Backend, asan_build, check, check_logfmt, client_ip, connect,
                     dead_port, greetings, logfmt_fields, lookup, outcome, pick_port, read_line,
-                    run_tests, Skip, spawn, stop, tmpfile, tsan_build, who)
+                    run_tests, Skip, spawn, stop, tmpfile, tmppath, tsan_build, who)
 from shims import shim_wrap
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
@@ -1103,27 +1103,98 @@ def an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front():
     that the new process would take over (FILE leaves that weight as the running config had
     it): refused before anything is sent, at FILE's table_memory line, as the new process
     would refuse to start. Before, its pre-check counted FILE's weights alone: the upgrade
-    was sent, the new process stopped, and ctl said so only after the wait."""
+    was sent, the new process stopped, and ctl said so only after the wait. Its look at those
+    weights takes no socket (GET /sockets?only=settings): the old process logs nothing of a
+    handover (it logged "listening sockets sent, not handed over", and over a Unix admin
+    socket sent them along)."""
     ring = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2")]  # never dialled
     off = "enabled: false"
-    lb = Lb(config(ring, scheme="ring", health=off, extra="vnodes: 1000"))
-    rc, so, se = lb.ctl("set", "a", "weight", "500")
-    check(rc == 0, f"ctl set a weight 500: {se}")
-    pid = lb.status()["pid"]
-    lb.rewrite("table_memory: 4MiB\n" + config(ring, scheme="ring", health=off,
-                                                 extra="vnodes: 1000"))
-    n = len(lb.log)
-    rc, so, se = lb.ctl("-c", lb.path, "upgrade")
-    check(rc == 1 and re.search(r":1:15: error: service 't': with the weights set at run time "
-                                r"in the hashlb it takes over from, the "
-                                r"services' tables up to it may take \d+ bytes, over "
-                                r"table_memory 4MiB \(4194304\)", se)
-          and "nothing was sent" in se, f"refused at table_memory, nothing sent: {rc} {se!r}")
-    st = lb.status()
-    check(st["pid"] == pid and st["upgrade"] is None and
-          not any("upgrade" in l for l in lb.log[n:]),
-          f"no upgrade started: {st['upgrade']} {lb.log[n:]}")
-    check(lb.stop() == 0, "exit 0")
+    for admin in ("127.0.0.1:0", f"unix:{tmppath('precheck.sock')}"):
+        lb = Lb(config(ring, scheme="ring", health=off, extra="vnodes: 1000", admin=admin))
+        rc, so, se = lb.ctl("set", "a", "weight", "500")
+        check(rc == 0, f"{admin}: ctl set a weight 500: {se}")
+        pid = lb.status()["pid"]
+        lb.rewrite("table_memory: 4MiB\n" + config(ring, scheme="ring", health=off,
+                                                     extra="vnodes: 1000", admin=admin))
+        n = len(lb.log)
+        rc, so, se = lb.ctl("-c", lb.path, "upgrade")
+        check(rc == 1 and re.search(r":1:15: error: service 't': with the weights set at run "
+                                    r"time in the hashlb it takes over from, the "
+                                    r"services' tables up to it may take \d+ bytes, over "
+                                    r"table_memory 4MiB \(4194304\)", se)
+              and "nothing was sent" in se,
+              f"{admin}: refused at table_memory, nothing sent: {rc} {se!r}")
+        st = lb.status()
+        check(st["pid"] == pid and st["upgrade"] is None and
+              not any("upgrade" in l for l in lb.log[n:]),
+              f"{admin}: no upgrade started: {st['upgrade']} {lb.log[n:]}")
+        check(not any('msg="listening sockets' in l for l in lb.log[n:]),
+              f"{admin}: the look took no socket: {lb.log[n:]}")
+        check(lb.stop() == 0, "exit 0")
+
+
+def an_upgrade_pre_check_asks_an_older_hashlb_as_before():
+    """hashlb ctl -c FILE upgrade's look at the weights asks GET /sockets?only=settings; a
+    hashlb of before refuses that parameter (400, unknown parameter 'only'), and the look asks
+    it the plain GET /sockets as before and reads the same "set" lines there: the upgrade past
+    FILE's table_memory is still refused up front, nothing sent. Without that, the first
+    upgrade onto this version, from a running hashlb of before, would go unchecked. (A stand-in
+    for the old hashlb: it answers as one of before does.)"""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.1)
+    asked, done = [], threading.Event()
+
+    def serve():
+        try:
+            while not done.is_set():
+                try:
+                    c, _ = srv.accept()
+                except socket.timeout:
+                    continue
+                with c:
+                    c.settimeout(10)
+                    req = b""
+                    while b"\r\n\r\n" not in req:
+                        d = c.recv(4096)
+                        if not d:
+                            break
+                        req += d
+                    line = req.split(b"\r\n")[0].decode()
+                    asked.append(line)
+                    if "only=" in line:
+                        code, body = "400 Bad Request", ("unknown parameter 'only': GET "
+                                                         "/sockets takes taker, format\n")
+                    elif line.startswith("GET /sockets"):
+                        code, body = "200 OK", (
+                            "1 5 127.0.0.1:1 t\n"
+                            "set t a admin=ready/ready weight=500/1 max_connections=0/0 "
+                            "health=up\n")
+                    else:
+                        code, body = "404 Not Found", "no such endpoint\n"
+                    c.sendall(f"HTTP/1.1 {code}\r\nContent-Type: text/plain\r\n"
+                              f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                              f"{body}".encode())
+        except OSError:
+            pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    port = srv.getsockname()[1]
+    ring = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2")]  # never dialled
+    path = tmpfile("older.yaml", "table_memory: 4MiB\n" +
+                   config(ring, scheme="ring", health="enabled: false", extra="vnodes: 1000",
+                          admin=f"127.0.0.1:{port}"))
+    p = subprocess.run([HASHLB, "ctl", "-c", path, "upgrade"], capture_output=True, text=True,
+                       timeout=60)
+    done.set()
+    t.join(10)
+    srv.close()
+    check(p.returncode == 1 and "over table_memory 4MiB (4194304)" in p.stderr and
+          "nothing was sent" in p.stderr, f"refused up front: {p.returncode} {p.stderr!r}")
+    check(len(asked) == 2 and "only=settings" in asked[0] and asked[1].startswith("GET /sockets")
+          and "only=" not in asked[1], f"only=settings, then as before, nothing else: {asked}")
 
 
 def reloads_say_who_asked():
@@ -1890,6 +1961,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reloads_say_what_run_time_settings_they_keep,
            reloads_that_run_time_weights_leave_no_table_are_refused,
            an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front,
+           an_upgrade_pre_check_asks_an_older_hashlb_as_before,
            reloads_say_who_asked,
            reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
