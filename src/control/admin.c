@@ -1551,10 +1551,14 @@ static void close_old_say(struct hlb_buf *o, pid_t pid, int64_t n, bool text)
 		if (!pid)
 			hlb_buf_puts(o, ",\"old\":null");
 		else if (n < 0)
-			hlb_buf_printf(o, ",\"old\":{\"pid\":%d,\"closing\":null}", (int)pid);
+			/* "asked" tells the two nulls apart, as the text does: asked, its count
+			 * not waited for (a handover), or not asked at all */
+			hlb_buf_printf(o, ",\"old\":{\"pid\":%d,\"closing\":null,\"asked\":%s}",
+				       (int)pid, n == CLOSE_OLD_NOT_WAITED ? "true" : "false");
 		else
-			hlb_buf_printf(o, ",\"old\":{\"pid\":%d,\"closing\":%" PRId64 "}", (int)pid,
-				       n);
+			hlb_buf_printf(
+				o, ",\"old\":{\"pid\":%d,\"closing\":%" PRId64 ",\"asked\":true}",
+				(int)pid, n);
 		hlb_buf_puts(o, "}\n");
 		return;
 	}

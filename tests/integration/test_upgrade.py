@@ -1411,8 +1411,9 @@ def close_reaches_the_old_process():
     check(rc == 0 and f"NOT those of the hashlb this one took over from (pid {first.proc.pid})"
           in so, f"the new one says it did not close the old one's: {so!r}")
     status, body = second.http("POST", f"/close?service=t&backend={name}&format=json")
-    check(status == 200 and f'"old":{{"pid":{first.proc.pid},"closing":null}}' in body,
-          f"in JSON too: {body!r}")
+    check(status == 200 and
+          f'"old":{{"pid":{first.proc.pid},"closing":null,"asked":false}}' in body,
+          f"in JSON too, not asked: {body!r}")
     s.close()
     check(first.stop() == 0 and second.stop() == 0, "both exit 0")
 
@@ -1458,7 +1459,7 @@ def close_does_not_stall_the_new_process():
         check(status.startswith(b"HTTP/1.1 200") and b'"pid":%d' % new_pid in status,
               f"by the new process: {status[:80]!r}")
         check(close.startswith(b"HTTP/1.1 200") and
-              b'"old":{"pid":%d,"closing":null}' % old.proc.pid in close,
+              b'"old":{"pid":%d,"closing":null,"asked":false}' % old.proc.pid in close,
               f"the close says the old one could not be asked: {close!r}")
         closing.close()
         asking.close()
@@ -1495,7 +1496,8 @@ def close_held_at_a_handover_says_what_it_did():
 
 def close_at_a_handover(i):
     """One try of close_held_at_a_handover_says_what_it_did: (B's answer to the close, whether
-    B gave up on A's count before the handover)."""
+    B gave up on A's count before the handover). A second close, in JSON, held with it, says
+    the same its way."""
     path = tmppath(f"closehand{i}.sock")
     exe, a = installed(f"closehand{i}", "unix:" + path)
     real = tmppath(f"hashlb-closehand{i}-real")
@@ -1507,7 +1509,7 @@ def close_at_a_handover(i):
     wrap = list(shim_wrap("start_pause", "HLB_TEST_PAUSE_AT=bind", "HLB_TEST_PAUSE_FD=50"))
     b_pid = c_pid = None
     held = None
-    close = b""
+    close = close_json = b""
     try:
         held = connect(LISTEN, client_ip(1))
         target = read_line(held)
@@ -1533,12 +1535,26 @@ def close_at_a_handover(i):
                         "Host: t\r\nContent-Length: 0\r\n\r\n".encode())
         check(wait_until(lambda: unread_by(a.proc.pid) > 0),
               "B asked A, which does not read: the close waits")
+        # a second close, in JSON, waits in line behind the first (B asks A one at a time):
+        # held once B logs its own close of it
+        closed_by_b = f'msg="closing a backend\'s connections" service=t backend={target} '
+
+        def b_closed():
+            return sum(closed_by_b in l and l.endswith(f" self_pid={b_pid}")
+                       for l in list(a.raw_log))
+        closing_json = a.admin_socket()
+        closing_json.sendall(f"POST /close?service=t&backend={target}&format=json HTTP/1.1\r\n"
+                             "Host: t\r\nContent-Length: 0\r\n\r\n".encode())
+        check(wait_until(lambda: b_closed() >= 2), "B carried the JSON close out too: it waits")
         pause.close()  # C goes on
         c_pid = handed_over(a, 2)
         check(c_pid, "B -> C")
         closing.settimeout(30)
         close = read_to_eof(closing)
         closing.close()
+        closing_json.settimeout(30)
+        close_json = read_to_eof(closing_json)
+        closing_json.close()
     finally:
         a.proc.send_signal(signal.SIGCONT)
         rendezvous.close()
@@ -1550,9 +1566,14 @@ def close_at_a_handover(i):
     # failure of this try but a case not made (the caller tries again); before, the check
     # below failed the test on such a try, so that the retries never helped.
     gave_up = b"could not be asked" in close or any(
-        "the old hashlb did not answer" in l and f"self_pid={b_pid}" in l for l in list(a.log))
+        "the old hashlb did not answer" in l and l.endswith(f" self_pid={b_pid}")
+        for l in list(a.raw_log))
     check(gave_up or b"(pid %d) were asked too" % a.proc.pid in close,
           f"B says it asked A: {close!r}")
+    # JSON says "closing":null both for this and for an old one not asked: "asked" tells
+    check(gave_up or close_json.startswith(b"HTTP/1.1 200") and
+          b'"old":{"pid":%d,"closing":null,"asked":true}' % a.proc.pid in close_json,
+          f"in JSON too, A asked: {close_json!r}")
     return close, gave_up
 
 
@@ -1599,7 +1620,7 @@ def close_reaches_two_processes_back():
                       "Host: t\r\nContent-Length: 0\r\n\r\n".encode())
         answers = [read_to_eof(s) for s in socks]
         check(all(x.startswith(b"HTTP/1.1 200") and
-                  b'"old":{"pid":%d,"closing":0}' % b_pid in x for x in answers),
+                  b'"old":{"pid":%d,"closing":0,"asked":true}' % b_pid in x for x in answers),
               f"two closes at once, both answered: {answers}")
         for s in socks:
             s.close()
