@@ -1275,12 +1275,14 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 			continue;
 		/* one still waiting for its request's first byte: not carried out, as one of
 		 * h->conns not answered yet, and told so (not "too many admin connections", which
-		 * the newer hashlb does not have) */
+		 * the newer hashlb does not have). Kept open, as those of h->conns, through the
+		 * drain below: closed before it, what its client sent meanwhile (the rest of a
+		 * request in flight) met a closed socket, whose reset could discard the answer.
+		 * hlb_http_free() reads what came then, and closes it. */
 		if (!s->answered) {
 			handed_answer(s->io.fd, "", 0, false, false, &s->lingered);
 			s->answered = true;
 		}
-		shed_give_up(s);
 	}
 	/*
 	 * Those still in the listener's queue, accepted and answered as a connection whose
@@ -1311,7 +1313,8 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 		http_fd_close(h, fd);
 	}
 	/* what came on those accepted before since they were answered (the rest of a body on its
-	 * way while the queue drained), read too: closed with it unread, each was reset */
+	 * way while the queue drained), read too: closed with it unread, each was reset (those
+	 * of h->shed, answered all, are read so by hlb_http_free()) */
 	for (struct http_conn *c = h->conns; c; c = c->next)
 		(void)linger_read(c->io.fd, &c->lingered);
 	hlb_http_free(h);

@@ -1659,6 +1659,39 @@ static void test_handover_answers_busy_at_accept(void **state)
 		close(fds[i]);
 }
 
+/*
+ * At a handover, a connection answered 503 at accept ("too many admin connections") whose
+ * client still sends its request's body reads what comes while the listener's queue drains
+ * before its close, as the connections accepted do: its end a FIN behind the answer. Closed
+ * before the drain, those bytes met a closed socket, and the reset could discard the 503.
+ */
+static void test_handover_reads_what_comes_to_busy_at_accept(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
+	struct tcp_end e;
+	char buf[512], head[512];
+	const char *body;
+
+	(void)state;
+	tcp_end_new(&e);
+	fd = busy_at_accept(&e, fds);
+	assert_int_equal(write(fd, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\nback", 45), 45);
+	pump(e.l, NULL, fd);
+	assert_true(readable(fd)); /* answered 503, lingering: not read here, as a client that
+				    * sends its whole request before it reads */
+	accept_then = fd;
+	accept_then_sends = "end=a";
+	hlb_http_free_handed_over(e.h);
+	assert_int_equal(accept_then, -1);
+	hlb_loop_free(e.l);
+	body = split_answer(answer_unreset(fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(body, "too many admin connections"));
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
 /* The descriptors the process has open. */
 static int fds_open(void)
 {
@@ -2197,6 +2230,7 @@ int main(void)
 		cmocka_unit_test(test_handover_reads_what_comes_while_the_queue_drains),
 		cmocka_unit_test(test_busy_at_accept_given_up_reads_what_came),
 		cmocka_unit_test(test_handover_answers_busy_at_accept),
+		cmocka_unit_test(test_handover_reads_what_comes_to_busy_at_accept),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
