@@ -1902,7 +1902,7 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
 static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 		    struct hlb_http_resp *resp)
 {
-	static int fds[SOCKETS_MAX]; /* the control thread's; sent before the next request */
+	static int fds[SOCKETS_MAX]; /* the control thread's; sent, or copied, as it returns */
 	static const char *addrs[SOCKETS_MAX];
 	char buf[HLB_HTTP_VALUE_MAX + 1];
 	const char *v;

@@ -22,9 +22,9 @@
 /* a connection over HLB_HTTP_CONNS_MAX: this long for its request to come (1 s of the 10) */
 #define HTTP_BUSY_TIMEOUT_MS(h) ((h)->timeout_ms / 10)
 /* How long an answer with descriptors riding on it (GET /sockets) waits in all for its client to
- * read what does not fit the socket: it holds the control thread (checks, other requests)
- * meanwhile. A hashlb taking the sockets over reads it at once, and it is a line per socket,
- * which the socket's buffer holds; the upgrade's own channel waits HLB_FDPASS_SEND_MS. */
+ * read what does not fit the socket when the descriptors still to go cannot be kept (copies:
+ * the fd limit): it holds the control thread (checks, other requests) meanwhile. Else it goes
+ * on the loop as any answer does (conn_fds_keep()). */
 #define HTTP_FDS_SEND_MS 1000
 /*
  * The headers of every 503 the endpoint answers, each to a request it did not carry out (too
@@ -114,6 +114,12 @@ struct http_conn {
 	size_t lingered; /* bytes read then */
 	uint64_t linger_seq; /* when it began to linger: h->lingers then */
 	uint64_t id; /* its request's (hlb_http_req.id), once it came whole */
+	/* an answer with descriptors riding on its lines (GET /sockets), c->out whole, that did
+	 * not fit the socket: copies of those still to go (from fds_at.sent on), owned */
+	int *fds;
+	unsigned n_fds;
+	size_t lines_off; /* where the lines begin in c->out */
+	struct hlb_fdpass_at fds_at; /* how far it went */
 	struct http_conn *prev, *next;
 };
 
@@ -210,6 +216,17 @@ static void conn_unbusy_first(struct hlb_http *h)
 		conn_unbusy(first);
 }
 
+/* The copies of the descriptors <c>'s answer still had to send, closed. */
+static void conn_fds_free(struct http_conn *c)
+{
+	for (unsigned i = 0; c->fds && i < c->n_fds; i++)
+		if (c->fds[i] >= 0)
+			close(c->fds[i]);
+	free(c->fds);
+	c->fds = NULL;
+	c->n_fds = 0;
+}
+
 static void conn_close(struct http_conn *c)
 {
 	struct hlb_http *h = c->h;
@@ -219,6 +236,7 @@ static void conn_close(struct http_conn *c)
 	hlb_timer_cancel(h->loop, &c->timer);
 	hlb_buf_free(&c->out);
 	hlb_buf_free(&c->body);
+	conn_fds_free(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -326,10 +344,45 @@ static void conn_answered(struct http_conn *c)
 	conn_close(c);
 }
 
+/*
+ * The descriptors of <c>'s answer still to go (conn_fds_keep()) sent, with its lines, as far as
+ * the socket takes them. Whether the rest of the answer is bytes alone, to be written as any
+ * (every descriptor gone); else <c> waits for room (its h->timeout_ms from the last byte its
+ * client took, as any answer), or is closed (its client went).
+ */
+static bool conn_flush_fds(struct http_conn *c)
+{
+	size_t off = c->fds_at.off;
+	unsigned sent = c->fds_at.sent;
+	int r = hlb_fdpass_send_some(c->io.fd, c->out.p, c->out.len, c->lines_off, c->fds, c->n_fds,
+				     &c->fds_at);
+
+	for (; sent < c->fds_at.sent; sent++) { /* in the peer's socket: the copies not needed */
+		close(c->fds[sent]);
+		c->fds[sent] = -1;
+	}
+	c->out_off = c->fds_at.off;
+	if (r < 0) {
+		conn_answered(c); /* cut short: closed */
+		return false;
+	}
+	if (r == 0 && c->fds_at.sent < c->n_fds) {
+		if (c->out_off != off)
+			hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + c->h->timeout_ms);
+		hlb_loop_mod(c->h->loop, &c->io, EPOLLOUT);
+		return false;
+	}
+	conn_fds_free(c);
+	return true;
+}
+
 /* Write what is pending; close when done or on error. */
 static void conn_flush(struct http_conn *c)
 {
 	size_t off = c->out_off;
+
+	if (c->fds && !conn_flush_fds(c))
+		return;
 
 	while (c->out_off < c->out.len + c->body.len) {
 		size_t body_off = c->out_off > c->out.len ? c->out_off - c->out.len : 0;
@@ -408,14 +461,59 @@ static void conn_give_up(struct http_conn *c)
 	conn_close(c);
 }
 
-/* Send the response in c->out with the descriptors of <resp> riding on the lines of the body,
- * which starts at <body_off>; then it ends as any answer does (conn_answered()). */
+/*
+ * The descriptors <fds> (<n> of them) of <c>'s answer that did not go yet (from c->fds_at.sent
+ * on) copied, for conn_flush_fds() to send once there is room: the caller's are lent for the
+ * call alone (a worker closes a listener's own as a reload removes it, and its number may be
+ * another's by then). Whether they were: not at the fd limit, nor out of memory.
+ */
+static bool conn_fds_keep(struct http_conn *c, const int *fds, unsigned n)
+{
+	c->fds = malloc(n * sizeof(*c->fds));
+	if (!c->fds)
+		return false;
+	c->n_fds = n;
+	for (unsigned i = 0; i < n; i++)
+		c->fds[i] = -1; /* gone already, or not copied yet */
+	for (unsigned i = c->fds_at.sent; i < n; i++) {
+		c->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+		if (c->fds[i] < 0) {
+			conn_fds_free(c); /* those copied */
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * Send the response in c->out with the descriptors of <resp> riding on the lines of the body,
+ * which starts at <body_off>. What does not fit the socket goes on the loop as any answer does
+ * (conn_flush()), the descriptors still to go copied (conn_fds_keep()): the control thread goes
+ * on (checks, other requests) while a client is slow to read. It waited in poll() up to
+ * HTTP_FDS_SEND_MS, as it still does where they cannot be copied.
+ */
 static void conn_send_fds(struct http_conn *c, size_t body_off, const struct hlb_http_resp *resp)
 {
-	if (hlb_fdpass_send_by(c->io.fd, c->out.p, c->out.len, body_off, resp->fds, resp->n_fds,
-			       hlb_fdpass_due(HTTP_FDS_SEND_MS)))
-		c->out_off = c->out.len;
-	conn_answered(c);
+	int r;
+
+	c->lines_off = body_off;
+	c->fds_at = (struct hlb_fdpass_at){ 0 };
+	r = hlb_fdpass_send_some(c->io.fd, c->out.p, c->out.len, body_off, resp->fds, resp->n_fds,
+				 &c->fds_at);
+	if (r == 0 && c->fds_at.sent < resp->n_fds && !conn_fds_keep(c, resp->fds, resp->n_fds))
+		r = hlb_fdpass_send_from(c->io.fd, c->out.p, c->out.len, body_off, resp->fds,
+					 resp->n_fds, &c->fds_at, hlb_fdpass_due(HTTP_FDS_SEND_MS))
+			    ? 1
+			    : -1;
+	c->out_off = c->fds_at.off;
+	if (r) { /* written whole, or cut short */
+		conn_answered(c);
+		return;
+	}
+	/* the rest on the loop, once writable: h->timeout_ms from the last byte taken */
+	if (c->out_off)
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + c->h->timeout_ms);
+	conn_flush(c);
 }
 
 static void conn_respond(struct http_conn *c, struct hlb_http_resp *resp)

@@ -37,7 +37,8 @@ struct hlb_http_resp {
 	const char *allow; /* a 405's Allow header: the methods the path takes */
 	struct hlb_buf body;
 	/* Descriptors sent with the response (SCM_RIGHTS: a local request
-	 * only), borrowed: sent as soon as the handler returns. The body has a
+	 * only), borrowed for the call: those that do not fit the socket as the
+	 * handler returns are copied, to go once there is room. The body has a
 	 * line per descriptor, and a batch of them rides with its lines. */
 	const int *fds;
 	unsigned n_fds;

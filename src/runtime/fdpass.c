@@ -21,11 +21,11 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Write text[off, end) with <fds> on its first byte, waiting for room until <due_ms>
- * (CLOCK_MONOTONIC); *<went> is set once the descriptors are in the peer's socket (the first
- * byte went). False with errno set: ETIMEDOUT past <due_ms>, EPIPE if the peer closed. */
-static bool send_with_fds(int fd, const char *text, size_t off, size_t end, const int *fds,
-			  unsigned n_fds, uint64_t due_ms, bool *went)
+/* Write text[*off, end) with <fds> on its first byte, as far as <fd> takes it now (*<off>
+ * advanced); *<went> is set once the descriptors are in the peer's socket (the first byte
+ * went). 1: all of it written; 0: the socket full; -errno (-EPIPE: the peer closed). */
+static int send_part(int fd, const char *text, size_t *off, size_t end, const int *fds,
+		     unsigned n_fds, bool *went)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * HLB_FDPASS_PER_MSG)];
@@ -46,37 +46,65 @@ static bool send_with_fds(int fd, const char *text, size_t off, size_t end, cons
 		cm->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
 		memcpy(CMSG_DATA(cm), fds, sizeof(int) * n_fds);
 	}
-	while (off < end) {
-		iov = (struct iovec){ .iov_base = (char *)text + off, .iov_len = end - off };
+	while (*off < end) {
+		iov = (struct iovec){ .iov_base = (char *)text + *off, .iov_len = end - *off };
 		n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			uint64_t now = mono_ms();
-			int r;
-
-			if (now >= due_ms) {
-				errno = ETIMEDOUT;
-				return false;
-			}
-			r = poll(&pfd, 1, (int)(due_ms - now));
-			if (r < 0 && errno != EINTR)
-				return false;
-			if (r > 0 && !(pfd.revents & POLLOUT)) {
-				errno = EPIPE; /* POLLHUP, POLLERR: no room will come */
-				return false;
-			}
-			continue;
-		}
-		if (n <= 0)
-			return false;
-		off += (size_t)n;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EPIPE;
+		*off += (size_t)n;
 		*went = true;
 		msg.msg_control = NULL; /* the descriptors went with the first byte */
 		msg.msg_controllen = 0;
 	}
-	return true;
+	return 1;
+}
+
+/* The end of the line of descriptor <i> (from 0) among the lines of text[0, len) that begin
+ * at <lines_off>; <len> if there are not that many. */
+static size_t line_end(const char *text, size_t len, size_t lines_off, unsigned i)
+{
+	size_t end = lines_off;
+
+	for (unsigned line = 0; line <= i && end < len; line++) {
+		const char *nl = memchr(text + end, '\n', len - end);
+
+		end = nl ? (size_t)(nl - text) + 1 : len;
+	}
+	return end;
+}
+
+int hlb_fdpass_send_some(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			 unsigned n_fds, struct hlb_fdpass_at *at)
+{
+	while (at->off < len) {
+		unsigned k = 0;
+		size_t end;
+		bool went = false;
+		int r;
+
+		/* a batch rides on the first byte after the lines of the one before (on the
+		 * answer's first byte for the first); between, the rest of a batch's text,
+		 * its descriptors gone with its first byte */
+		if (at->sent < n_fds &&
+		    at->off == (at->sent ? line_end(text, len, lines_off, at->sent - 1) : 0))
+			k = n_fds - at->sent < HLB_FDPASS_PER_MSG ? n_fds - at->sent
+								  : HLB_FDPASS_PER_MSG;
+		/* up to the line of the batch's last descriptor, all of the text after the last */
+		end = at->sent + k < n_fds ? line_end(text, len, lines_off, at->sent + k - 1) : len;
+		/* no descriptors: <fds> may be NULL, which takes no offset, even 0 */
+		r = send_part(fd, text, &at->off, end, k ? fds + at->sent : NULL, k, &went);
+		if (went)
+			at->sent += k;
+		if (r <= 0)
+			return r;
+	}
+	return 1;
 }
 
 uint64_t hlb_fdpass_due(unsigned ms)
@@ -84,40 +112,43 @@ uint64_t hlb_fdpass_due(unsigned ms)
 	return mono_ms() + ms;
 }
 
+bool hlb_fdpass_send_from(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			  unsigned n_fds, struct hlb_fdpass_at *at, uint64_t due_ms)
+{
+	int r;
+
+	while ((r = hlb_fdpass_send_some(fd, text, len, lines_off, fds, n_fds, at)) == 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		uint64_t now = mono_ms();
+
+		if (now >= due_ms) {
+			errno = ETIMEDOUT;
+			return false;
+		}
+		r = poll(&pfd, 1, (int)(due_ms - now));
+		if (r < 0 && errno != EINTR)
+			return false;
+		if (r > 0 && !(pfd.revents & POLLOUT)) {
+			errno = EPIPE; /* POLLHUP, POLLERR: no room will come */
+			return false;
+		}
+	}
+	if (r < 0)
+		errno = -r;
+	return r > 0;
+}
+
 /* hlb_fdpass_send_counted() until <due_ms> (CLOCK_MONOTONIC) */
 static bool send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 			 unsigned n_fds, uint64_t due_ms, unsigned *ret_went)
 {
-	size_t off = 0, end;
-	unsigned sent = 0, k;
-	bool went;
+	struct hlb_fdpass_at at = { 0 };
+	bool sent = hlb_fdpass_send_from(fd, text, len, lines_off, fds, n_fds, &at, due_ms);
+	int err = errno;
 
-	*ret_went = 0;
-	while (off < len) {
-		k = n_fds - sent < HLB_FDPASS_PER_MSG ? n_fds - sent : HLB_FDPASS_PER_MSG;
-		end = len;
-		if (sent + k < n_fds) {
-			/* this batch ends with the line of descriptor sent + k - 1 */
-			end = lines_off;
-			for (unsigned line = 0; line < sent + k && end < len; line++) {
-				const char *nl = memchr(text + end, '\n', len - end);
-
-				end = nl ? (size_t)(nl - text) + 1 : len;
-			}
-		}
-		went = false;
-		*ret_went = sent;
-		/* no descriptors: <fds> may be NULL, which takes no offset, even 0 */
-		if (!send_with_fds(fd, text, off, end, n_fds ? fds + sent : NULL, k, due_ms,
-				   &went)) {
-			*ret_went = sent + (went ? k : 0);
-			return false;
-		}
-		sent += k;
-		*ret_went = sent;
-		off = end;
-	}
-	return true;
+	*ret_went = at.sent;
+	errno = err;
+	return sent;
 }
 
 bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,

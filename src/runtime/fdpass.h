@@ -170,6 +170,25 @@ uint64_t hlb_fdpass_due(unsigned ms);
 bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 			     unsigned n_fds, unsigned *ret_went);
 
+/* How far a text with descriptors went (hlb_fdpass_send_some()): its bytes written, and the
+ * descriptors gone with them. Zeroed before the first call. */
+struct hlb_fdpass_at {
+	size_t off;
+	unsigned sent;
+};
+/*
+ * hlb_fdpass_send() without waiting: as much of the text (with its descriptors) as <fd> takes
+ * now, from *<at> on, which it advances. 1: all of it written; 0: the socket is full, to be
+ * called again once it is writable (POLLOUT), <fds> from at->sent on still open (those before
+ * are not read again); -errno (-EPIPE, -ECONNRESET: the peer went).
+ */
+int hlb_fdpass_send_some(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			 unsigned n_fds, struct hlb_fdpass_at *at);
+/* hlb_fdpass_send_some() from *<at> on, waiting for room (poll()) until <due_ms>, as
+ * hlb_fdpass_send_by(). */
+bool hlb_fdpass_send_from(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			  unsigned n_fds, struct hlb_fdpass_at *at, uint64_t due_ms);
+
 /*
  * Whether process <pid> holds the other end of the connected socket <fd>:
  * who asks for the sockets as their taker, not a number anyone may write.

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from ctltest import Lb, config, control_ticks_past, metric_sum, scans_past
+from ctltest import Lb, config, control_ticks_past, metric_sum, metric_sum_text, scans_past
 from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
                     logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_line,
                     read_to_eof, run_tests, text_columns, tmppath, tsan_build, wait_until, who,
@@ -3370,6 +3370,50 @@ def ctl_gives_up_on_an_endpoint_that_accepts_nothing():
     srv.close()
 
 
+def control_ticks(lb):
+    """hashlb_control_ticks_total, from GET /metrics of that family alone."""
+    status, body = lb.http("GET", "/metrics?name[]=hashlb_control_ticks_total")
+    check(status == 200, f"GET /metrics: {status}")
+    return metric_sum_text(body, "hashlb_control_ticks_total")
+
+
+def sockets_answer_waits_on_the_loop():
+    """GET /sockets over the Unix socket, the answer larger than the socket holds (a set line
+    for each of 3,000 backends down) and its client not reading yet: the control thread goes
+    on meanwhile, its ticks counted (hashlb_control_ticks_total) in the answers to other
+    requests, and the client that reads afterwards gets the answer whole. It waited in poll()
+    for the client, its control thread held (health checks, reloads, every admin request),
+    and cut the answer short after 1 s."""
+    port = dead_port()
+    backends = [("a", BACKENDS[0][1])] + [
+        (f"d{i}", f"127.3.{i >> 8}.{(i & 255) or 1}:{port}") for i in range(3000)]
+    lb = Lb(config(backends, workers=1, admin="unix:" + tmppath("slow-sockets.sock"),
+                   health="interval: 1s\ntimeout: 500ms\nrise: 1\nfall: 1"), start_within=60)
+
+    def downs():
+        status, body = lb.http("GET", "/table?service=t", timeout=30)
+        table = json.loads(body)
+        return len(table["backends"]) - table["up"]
+    check(wait_until(lambda: downs() == 3000, timeout=60), "the 3,000 found down")
+    s = lb.admin_socket(timeout=30)
+    s.sendall(b"GET /sockets HTTP/1.1\r\nHost: t\r\n\r\n")
+    first = control_ticks(lb)
+    check(wait_until(lambda: control_ticks(lb) >= first + 3, timeout=30),
+          "the control thread ticks on, answering other requests, while the answer waits")
+    got = read_to_eof(s)
+    s.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    m = re.search(rb"\r\nContent-Length: (\d+)\r\n", head)
+    length = int(m.group(1)) if m else -1
+    with open("/proc/sys/net/core/wmem_default") as f:
+        sndbuf = int(f.read())
+    check(length > sndbuf, f"the answer ({length} bytes) is larger than the socket holds "
+          f"({sndbuf}): the case is made")
+    check(head.startswith(b"HTTP/1.1 200") and len(body) == length,
+          f"and read afterwards, it is whole: {len(body)} of {length} bytes")
+    check(lb.stop() == 0, "exit 0")
+
+
 def only_the_taker_itself_takes_the_sockets_over():
     """GET /sockets?taker=PID counts as handing over (and /set is refused from then on) only
     when PID is the process asking: a GET that anything could send (a page's <img>, a server
@@ -4003,6 +4047,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients,
            ctl_says_a_refusal_without_a_reason, ctl_reads_what_a_proxy_in_front_sends,
            only_the_taker_itself_takes_the_sockets_over,
            sockets_only_settings_hands_nothing_over,
+           sockets_answer_waits_on_the_loop,
            unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
 for b in bs:

@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -2113,6 +2114,118 @@ static void test_stop_reads_what_came(void **state)
 		close(fds[i]);
 }
 
+/* The handler of test_fds_answer_waits_on_the_loop(): GET /fds, FDS_N descriptors
+ * (fds_lent[]), a line of FDS_LINE bytes each; any other path "now". */
+enum { FDS_N = 600, FDS_LINE = 1024 }; /* 600 KiB of lines: past the socket's 208 KiB */
+static int fds_lent[FDS_N];
+
+static void fds_answer(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	(void)arg;
+	resp->ctype = "text/plain";
+	if (strcmp(req->path, "/fds")) {
+		hlb_buf_puts(&resp->body, "now\n");
+		return;
+	}
+	for (int i = 0; i < FDS_N; i++)
+		hlb_buf_printf(&resp->body, "%04d %*s\n", i, FDS_LINE - 6, "");
+	resp->fds = fds_lent;
+	resp->n_fds = FDS_N;
+}
+
+/*
+ * An answer with descriptors riding on its lines (GET /sockets) that does not fit the socket
+ * waits for its client on the loop, as any answer: another request is answered meanwhile,
+ * and the client that reads later gets it whole, every descriptor with it, though the one lent
+ * was closed since (a worker closes a listener's as a reload removes it): those still to go
+ * were copied. It waited in poll(), the control thread held (checks, every admin request),
+ * and after 1 s the answer was cut short.
+ */
+static void test_fds_answer_waits_on_the_loop(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 250)];
+		struct cmsghdr align;
+	} ctl;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct hashlb_error err = { 0 };
+	static char chunk[64 << 10];
+	size_t got = 0, want;
+	unsigned fds = 0, same = 0;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	struct stat lent, st;
+	int p[2], slow, other;
+	ssize_t n = 1;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/admin.sock", dir);
+	assert_int_equal(hlb_loop_new(&l), 0);
+	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sun, sizeof(sun), fds_answer,
+				      NULL, &h, &err),
+			 0);
+	hlb_http_set_timeouts(h, 600000, HLB_HTTP_LINGER_MS);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(fstat(p[0], &lent), 0);
+	for (int i = 0; i < FDS_N; i++)
+		fds_lent[i] = p[0];
+	slow = client_ask(&sun, "GET /fds HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, NULL, slow); /* answered, as far as the socket takes it */
+	assert_true(readable(slow));
+	close(p[0]);
+	other = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
+	assert_non_null(strstr(read_now(l, other, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	close(other);
+	/* read now, the loop run between reads, to its end (a bound that fails the test) */
+	for (int round = 0; n != 0 && round < 100000; round++) {
+		struct iovec iov = { chunk, sizeof(chunk) };
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = ctl.buf,
+				      .msg_controllen = sizeof(ctl.buf) };
+
+		assert_true(hlb_loop_run_once(l, 0) >= 0);
+		n = recvmsg(slow, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			assert_int_equal(errno, EAGAIN);
+			continue;
+		}
+		assert_false(msg.msg_flags & MSG_CTRUNC);
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+			unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+			for (unsigned i = 0; i < k; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+				same += fstat(fd, &st) == 0 && st.st_ino == lent.st_ino &&
+					st.st_dev == lent.st_dev;
+				close(fd);
+			}
+			fds += k;
+		}
+		if (!got) { /* the head's length, from the first read */
+			assert_non_null(memmem(chunk, (size_t)n, "\r\n\r\n", 4));
+			want = (size_t)((char *)memmem(chunk, (size_t)n, "\r\n\r\n", 4) + 4 -
+					chunk) +
+			       FDS_N * (size_t)FDS_LINE;
+		}
+		got += (size_t)n;
+	}
+	close(slow);
+	close(p[1]);
+	assert_int_equal(n, 0);
+	assert_int_equal(got, want);
+	assert_int_equal(fds, FDS_N);
+	assert_int_equal(same, FDS_N);
+	hlb_http_free(h);
+	hlb_loop_free(l);
+	unlink(sun.sun_path);
+	rmdir(dir);
+}
+
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
 enum { BIG = 5 << 19 }; /* 2.5 MiB: 4 s at 640 KiB/s, past a unix socket's 208 KiB in flight */
 /* the endpoint's timeout in test_slow_reader_gets_the_whole_answer(): 20 times the client's
@@ -2231,6 +2344,7 @@ int main(void)
 		cmocka_unit_test(test_busy_at_accept_given_up_reads_what_came),
 		cmocka_unit_test(test_handover_answers_busy_at_accept),
 		cmocka_unit_test(test_handover_reads_what_comes_to_busy_at_accept),
+		cmocka_unit_test(test_fds_answer_waits_on_the_loop),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
