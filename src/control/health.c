@@ -37,6 +37,13 @@ double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_pa
 	return h->penalty * exp2(-dt / p->half_life_ms);
 }
 
+void hlb_health_forget_damping(struct hlb_health *h, uint64_t now_ms)
+{
+	h->penalty = 0.0;
+	h->penalty_ms = now_ms;
+	h->suppressed = false;
+}
+
 /* Recompute <up> from raw_up and the penalty; true if it changed. */
 static bool health_settle(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
 {

@@ -115,6 +115,13 @@ void hlb_health_passive_end(struct hlb_health *h);
  */
 bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms);
 
+/*
+ * Forget <h>'s flap damping at <now_ms>: no penalty, not held down for flapping (its <up>
+ * follows at the next hlb_health_tick()). Its flap count stays (a counter), and so does a
+ * passive-only hold: the caller decides whether that ends too.
+ */
+void hlb_health_forget_damping(struct hlb_health *h, uint64_t now_ms);
+
 /* The penalty decayed to <now_ms>. */
 double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_params *p,
 			  uint64_t now_ms);

@@ -705,9 +705,9 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 			backend_ramp_start(b, now, 0);
 			/* its flap damping forgotten, as a checked one's (one held down for
 			 * flapping is back once its hold is over: the next tick says it); a
-			 * hold of passive-only health, if any, goes on */
-			b->health.penalty = 0.0;
-			b->health.suppressed = false;
+			 * hold of passive-only health, if any, goes on: the operator vouched
+			 * for its flapping being over, not for what its connects said */
+			hlb_health_forget_damping(&b->health, now);
 			b->svc->tick_all = true;
 		}
 	} else if (old == HASHLB_ADMIN_DRAIN && st == HASHLB_ADMIN_READY) {
@@ -1771,11 +1771,11 @@ static void backend_release_last(struct hlb_pool_backend *b, uint64_t now)
 {
 	bool held = !b->health.raw_up;
 
-	if (b->health.suppressed) {
-		b->health.penalty = 0.0;
-		b->health.suppressed = false;
-	}
-	if (b->health.hold_until_ms)
+	/* all its damping, not only what held it: a penalty kept, short of holding it, would
+	 * hold it for flapping at its next down, while one released held for flapping starts
+	 * from none */
+	hlb_health_forget_damping(&b->health, now);
+	if (b->health.hold_until_ms) /* unlike on leaving maint: the release is of its hold too */
 		b->health.hold_until_ms = now;
 	if (!hlb_health_tick(&b->health, &b->svc->hp, now))
 		return;

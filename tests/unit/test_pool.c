@@ -3176,6 +3176,48 @@ static void test_passive_only_releases_a_held_backend_left_last(void **state)
 }
 
 /*
+ * Passive-only health: the backend released as the last that could take clients has all its
+ * flap damping forgotten, as on leaving maint, not only what held it. Held for its hold alone,
+ * its penalty short of holding it for flapping (it flapped once before), then released, it
+ * serves and goes down again: held for its hold, not for flapping. Before, the release forgot
+ * the damping of one held for flapping only, this one kept its penalty, and that down held it
+ * out for flapping for about 100 s.
+ */
+static void test_passive_only_release_forgets_all_damping(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hlb_pool_backend *b0, *b1;
+	struct fixture f;
+
+	(void)state;
+	passive_only_pool(&f, 2, 60000, &l);
+	b0 = hlb_pool_backend_find(f.svc, "b0");
+	b1 = hlb_pool_backend_find(f.svc, "b1");
+	loop_to_rest(&f);
+	b0->health.assumed = false; /* seen up: a connect succeeded */
+	b0->health.penalty = 1.0; /* a flap just before */
+	b0->health.penalty_ms = hlb_now_ms();
+	forwarder_fails(&f, b0, 3);
+	loop_until_health(&f, b0, false);
+	assert_false(b0->health.suppressed); /* held for its hold: a penalty of 2 */
+	assert_int_equal(hlb_pool_set_admin(b1, HASHLB_ADMIN_DRAIN), 0);
+	loop_until_health(&f, b0, true);
+	assert_string_equal(l.text[l.n - 1], "msg=\"backend up\" service=web backend=b0 "
+					     "cause=last_backend flaps=1");
+	assert_int_equal(hlb_pool_set_admin(b1, HASHLB_ADMIN_READY), 0);
+	atomic_fetch_add(&b0->rt->wstats[1].established, 1); /* a client served: trial over */
+	forwarder_fails(&f, b0, 1);
+	loop_ticks(&f, 1);
+	assert_false(b0->health.trial);
+	forwarder_fails(&f, b0, 3); /* fall in a row: a flap */
+	loop_until_health(&f, b0, false);
+	assert_int_equal(b0->health.flaps, 2);
+	assert_false(b0->health.suppressed);
+	assert_true(hlb_pool_backend_hold_left_ms(b0, hlb_now_ms()) > 0);
+	fixture_teardown(&f);
+}
+
+/*
  * Passive-only health: each hold is counted (hashlb_backend_passive_holds_total, /status
  * passive_holds) and its time left given (hashlb_backend_passive_hold_remaining_seconds,
  * /status hold_left_ms): 0 once over, or once a reload turned the checks on. Before, only the
@@ -3905,6 +3947,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_reload_keeps_flap_damping),
 		cmocka_unit_test(test_passive_only_weight_0_run_not_followed),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
+		cmocka_unit_test(test_passive_only_release_forgets_all_damping),
 		cmocka_unit_test(test_passive_only_holds_counted_with_their_time_left),
 		cmocka_unit_test(test_passive_only_releases_a_held_backend_left_last),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
