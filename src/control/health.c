@@ -44,6 +44,30 @@ void hlb_health_forget_damping(struct hlb_health *h, uint64_t now_ms)
 	h->suppressed = false;
 }
 
+uint64_t hlb_health_back_at(const struct hlb_health *h, const struct hlb_health_params *p,
+			    uint64_t now_ms)
+{
+	uint64_t at = now_ms;
+	double pen;
+
+	if (!h->raw_up) {
+		if (!p->passive_hold_ms || !h->hold_until_ms)
+			return UINT64_MAX;
+		if (h->hold_until_ms > at)
+			at = h->hold_until_ms;
+	}
+	pen = h->suppressed ? hlb_health_penalty(h, p, now_ms) : 0.0;
+	if (pen >= HLB_FLAP_REUSE) {
+		/* pen halves every half_life_ms: below REUSE after log2(pen / REUSE) of them */
+		double ms = ceil(p->half_life_ms * log2(pen / HLB_FLAP_REUSE));
+		uint64_t until = now_ms + (uint64_t)ms + 1;
+
+		if (until > at)
+			at = until;
+	}
+	return at;
+}
+
 /* Recompute <up> from raw_up and the penalty; true if it changed. */
 static bool health_settle(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
 {

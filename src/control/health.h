@@ -122,6 +122,15 @@ bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, ui
  */
 void hlb_health_forget_damping(struct hlb_health *h, uint64_t now_ms);
 
+/*
+ * When <h>, no news coming in, is up again by itself, as of <now_ms>: the later of its
+ * passive-only hold's end and its penalty's decay below HLB_FLAP_REUSE, if it is held down
+ * for flapping; <now_ms> if neither holds it; UINT64_MAX if its raw verdict is down with no
+ * hold to end (only a passed check brings it back).
+ */
+uint64_t hlb_health_back_at(const struct hlb_health *h, const struct hlb_health_params *p,
+			    uint64_t now_ms);
+
 /* The penalty decayed to <now_ms>. */
 double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_params *p,
 			  uint64_t now_ms);

@@ -1763,7 +1763,7 @@ void hlb_pool_failing(struct hlb_pool *p)
  * (backend_tick()), but an operator (drain, maint, weight 0) or a reload taking the last other
  * one out leaves those held before held until their holds end (up to 8 holds, or a flap
  * penalty's decay), with no backend taking clients. So <b>, held but ready with a weight, the
- * one whose hold ends first, is released then: up on trial at once, as at its hold's end, its
+ * one back first by itself (service_first_back()), is released then: up on trial at once, as at its hold's end, its
  * flap damping forgotten (as when it leaves maint), said cause=last_backend; as the last one,
  * its failures count for nothing until another takes clients again.
  */
@@ -1793,6 +1793,33 @@ static bool backend_held_out(const struct hlb_pool_backend *b)
 }
 
 /*
+ * Of <s>'s backends held out by passive-only health (one at least), the one the ticks would let
+ * up first: its hold's end, or its penalty's decay if held for flapping, whichever is later (one
+ * held for flapping alone, its hold over or carried over an upgrade without one, has no hold end,
+ * but is out until its damping decays, maybe 100 s past another's hold). The first of those
+ * equal. Looked for only when none takes clients: a log2() and exp2() a backend.
+ */
+static struct hlb_pool_backend *service_first_back(const struct hlb_pool_service *s, uint64_t now)
+{
+	struct hlb_pool_backend *first = NULL;
+	uint64_t first_at = 0;
+
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		struct hlb_pool_backend *b = s->backends[j];
+		uint64_t at;
+
+		if (!backend_held_out(b))
+			continue;
+		at = hlb_health_back_at(&b->health, &s->hp, now);
+		if (!first || at < first_at) {
+			first = b;
+			first_at = at;
+		}
+	}
+	return first;
+}
+
+/*
  * Each backend of <s>, at a tick: its passive health and flap decay (checks
  * on), its ramp, and on Maglev its failing connects (retry_watch()). Only
  * while one of them may be under way (s->tick_all): with checks off, every
@@ -1802,8 +1829,7 @@ static bool backend_held_out(const struct hlb_pool_backend *b)
  */
 static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 {
-	bool again = s->cfg->health.enabled, taken = false;
-	struct hlb_pool_backend *release = NULL; /* held, the first to come back */
+	bool again = s->cfg->health.enabled, taken = false, held_out = false;
 	uint64_t hold_next = 0;
 
 	for (uint32_t j = 0; j < s->n_backends; j++) {
@@ -1815,9 +1841,7 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 		backend_tick(b, now);
 		again |= retry_watch(s, j, HLB_POOL_DEBOUNCE_MS) || b->ramp_start_ms;
 		taken |= backend_takes_clients(b);
-		if (s->hp.passive_hold_ms && backend_held_out(b) &&
-		    (!release || b->health.hold_until_ms < release->health.hold_until_ms))
-			release = b;
+		held_out |= s->hp.passive_hold_ms && backend_held_out(b);
 		/* passive-only: a run of failures of a backend taking clients (up, ready, weight
 		 * above 0; one that takes them again is followed again: backend_returns()) to
 		 * follow (a new run is the worker's word: hlb_pool_failing(); one that gets no
@@ -1830,8 +1854,10 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 		if (b->health.hold_until_ms && (!hold_next || b->health.hold_until_ms < hold_next))
 			hold_next = b->health.hold_until_ms;
 	}
-	if (release && !taken) /* none takes clients: the first held to come back does */
-		backend_release_last(release, now); /* (<hold_next> maybe its: a spare visit) */
+	/* none takes clients: the first held to come back does (<hold_next> maybe its: a spare
+	 * visit) */
+	if (held_out && !taken)
+		backend_release_last(service_first_back(s, now), now);
 	s->seen_stale = false;
 	s->tick_visits += s->n_backends;
 	s->hold_next_ms = hold_next;

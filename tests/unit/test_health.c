@@ -306,6 +306,58 @@ static void test_passive_only_holds_then_trials(void **state)
 }
 
 /*
+ * hlb_health_back_at() says when the ticks let a backend up by themselves: at its hold's end,
+ * at its penalty's decay if it is held for flapping, the later of the two if both hold it, and
+ * never for one down whose checks decide (the last backend's release ranks the held by it).
+ */
+static void test_back_at_says_when_the_ticks_let_it_up(void **state)
+{
+	const struct hlb_health_params pp = {
+		.rise = 2, .fall = 3, .half_life_ms = 1000, .passive_hold_ms = 100
+	};
+	const struct hlb_health_params checked = { .rise = 2, .fall = 3, .half_life_ms = 1000 };
+	struct hlb_health h, c;
+	uint64_t at;
+
+	(void)state;
+	for (int flapping = 0; flapping < 2; flapping++) {
+		hlb_health_init(&h, true, 0);
+		h.penalty = flapping ? 1.9 : 0.0; /* a third down would hold it for flapping */
+		assert_true(hlb_health_passive(&h, &pp, 3, false, 10)); /* held for 100 ms */
+		assert_int_equal(h.suppressed, flapping);
+		at = hlb_health_back_at(&h, &pp, 10);
+		if (!flapping)
+			assert_int_equal(at, 110);
+		else /* 2.9 decays below 1 after log2(2.9) half-lives: 1,536 ms */
+			assert_true(at > 1500 && at < 1600);
+		assert_int_equal(hlb_health_back_at(&h, &pp, 50), at); /* the same a tick later */
+		assert_false(hlb_health_tick(&h, &pp, at - 2));
+		assert_false(h.up);
+		assert_true(hlb_health_tick(&h, &pp, at));
+		assert_true(h.up);
+		assert_int_equal(hlb_health_back_at(&h, &pp, at), at); /* up: now */
+	}
+	/* held for flapping alone, its hold over: its penalty's decay */
+	assert_false(hlb_health_passive(&h, &pp, 0, true, 2000)); /* served: trial over */
+	h.penalty = 2.0;
+	h.penalty_ms = 2000;
+	assert_true(hlb_health_passive(&h, &pp, 3, false, 2000));
+	assert_true(hlb_health_tick(&h, &pp, 2100) || !h.up); /* hold over, still out */
+	assert_false(h.up);
+	assert_true(h.raw_up);
+	at = hlb_health_back_at(&h, &pp, 2100);
+	assert_true(at > 2000 + 1550 && at < 2000 + 1600); /* 3 decays below 1 in 1,585 ms */
+	assert_false(hlb_health_tick(&h, &pp, at - 2));
+	assert_true(hlb_health_tick(&h, &pp, at));
+	/* checks on, down: only <rise> passed checks bring it back */
+	hlb_health_init(&c, true, 0);
+	for (int i = 0; i < 3; i++)
+		hlb_health_check(&c, &checked, false, 10);
+	assert_false(c.up);
+	assert_int_equal(hlb_health_back_at(&c, &checked, 10), UINT64_MAX);
+}
+
+/*
  * A backend on trial after a passive-only hold, then a reload that turns the checks on
  * (passive_hold_ms 0 from then on): its checks decide, <fall> of them failed in a row taking
  * it down. Before, its trial went on, and the first failed check took it down.
@@ -362,6 +414,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_holds_then_trials),
 		cmocka_unit_test(test_passive_with_checks_holds_nothing),
 		cmocka_unit_test(test_checks_turned_on_end_a_trial),
+		cmocka_unit_test(test_back_at_says_when_the_ticks_let_it_up),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

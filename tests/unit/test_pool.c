@@ -3218,6 +3218,54 @@ static void test_passive_only_release_forgets_all_damping(void **state)
 }
 
 /*
+ * Passive-only health, no backend left taking clients: of those held, the one released is the
+ * one the ticks would let up first, one held for flapping counting until its penalty decays.
+ * Before, b1, held for flapping alone (its hold over, or carried over an upgrade with its
+ * damping and no hold), had no hold end and went ahead of b0, whose hold ended in 30 s, though
+ * its own damping had about 100 s to run: the flapping one took the clients.
+ */
+static void test_passive_only_release_prefers_the_soonest_back(void **state)
+{
+	for (int upgraded = 0; upgraded < 2; upgraded++) {
+		struct log_lines l = { 0 };
+		struct hlb_pool_backend *b0, *b1, *b2;
+		struct hlb_buf o = { 0 };
+		struct fixture f;
+
+		b1 = held_for_flapping(&f, &l); /* the penalty decays in about 100 s */
+		loop_until_hold_over(&f, b1); /* held for flapping alone */
+		if (upgraded) {
+			hlb_pool_handover(f.pool, &o);
+			assert_non_null(o.p);
+			fixture_teardown(&f);
+			b1 = taker_with(&f, HASHLB_SCHEME_RING, passive_hold_200, o.p);
+			assert_int_equal(b1->health.hold_until_ms, 0);
+			loop_ticks(&f, 1); /* no rest: b1's damping keeps the ticks visiting */
+		}
+		assert_false(b1->health.up);
+		assert_true(b1->health.suppressed);
+		b0 = hlb_pool_backend_find(f.svc, "b0");
+		b2 = hlb_pool_backend_find(f.svc, "b2");
+		forwarder_fails(&f, b0, 3);
+		loop_until_health(&f, b0, false);
+		b0->health.hold_until_ms = hlb_now_ms() + 30000; /* its hold ends in 30 s */
+		assert_int_equal(hlb_pool_set_admin(b2, HASHLB_ADMIN_DRAIN), 0);
+		loop_until_health(&f, b0, true);
+		assert_true(b0->health.trial);
+		if (!upgraded)
+			assert_string_equal(l.text[l.n - 1],
+					    "msg=\"backend up\" service=web "
+					    "backend=b0 cause=last_backend flaps=0");
+		loop_ticks(&f, 2);
+		assert_false(b1->health.up);
+		assert_true(b1->health.suppressed);
+		fixture_teardown(&f);
+		free(o.p);
+	}
+	(void)state;
+}
+
+/*
  * Passive-only health: each hold is counted (hashlb_backend_passive_holds_total, /status
  * passive_holds) and its time left given (hashlb_backend_passive_hold_remaining_seconds,
  * /status hold_left_ms): 0 once over, or once a reload turned the checks on. Before, only the
@@ -3948,6 +3996,7 @@ int main(void)
 		cmocka_unit_test(test_passive_only_weight_0_run_not_followed),
 		cmocka_unit_test(test_passive_only_keeps_the_last_backend_up),
 		cmocka_unit_test(test_passive_only_release_forgets_all_damping),
+		cmocka_unit_test(test_passive_only_release_prefers_the_soonest_back),
 		cmocka_unit_test(test_passive_only_holds_counted_with_their_time_left),
 		cmocka_unit_test(test_passive_only_releases_a_held_backend_left_last),
 		cmocka_unit_test(test_passive_only_maint_then_ready_releases_a_flapping_backend),
