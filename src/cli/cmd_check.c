@@ -130,21 +130,25 @@ static void print_health(const struct hashlb_service_cfg *s)
 	const struct hashlb_health_cfg *h = &s->health;
 	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
 
-	/* passive-only health, unless kernel steering makes the connects (only the daemon's
-	 * listener, while the kernel has no table, makes some: docs/control.md, "Health") */
-	bool passive_only = hashlb_service_passive_only(s) == HASHLB_PASSIVE_ONLY_APPLIES &&
-			    s->steering != HASHLB_STEERING_KERNEL;
-
-	if (!h->enabled && !passive_only) {
+	if (!h->enabled && hashlb_service_passive_only(s) != HASHLB_PASSIVE_ONLY_APPLIES) {
 		printf("  health       off (every backend counts as up)\n");
 		return;
 	}
 	if (!h->enabled) {
 		/* docs/control.md, "Health": passive-only health, checks off */
-		/* as the keys are written, in 80 columns as the line of checks */
+		/* as the keys are written, in 80 columns as the line of checks (with kernel
+		 * steering, what for, as the timeouts and limits say it) */
 		printf("  health       passive only (checks off): fall %" PRIu32
-		       ", passive_hold %s\n",
+		       ", passive_hold %s",
 		       h->fall, duration(h->passive_hold_ms, d1));
+		/* the kernel path connects to no backend, but the daemon's own listener on the VIP
+		 * does while the kernel has no table of the service, and its failed connects hold a
+		 * backend as the forwarder's do (it printed "off", as if none could) */
+		if (s->steering == HASHLB_STEERING_KERNEL)
+			printf(" (only from the connects of clients the daemon's listener serves "
+			       "while the kernel has no table of the service: kernel steering opens "
+			       "none)");
+		printf("\n");
 		return;
 	}
 	printf("  health       every %s, timeout %s, rise %" PRIu32 ", fall %" PRIu32,

@@ -172,6 +172,25 @@ check(r.returncode == 0 and len(lines) == 1 and "fall 100, passive_hold 3599999m
       and len(lines[0]) <= 80,
       f"check's widest passive-only health line within 80 columns: {lines}{r.stderr}")
 
+# with kernel steering too, said what for: the kernel path opens no connection, but the
+# daemon's own listener on the VIP does while the kernel has no table of the service, and its
+# failed connects hold a backend (it printed "health off (every backend counts as up)")
+r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
+                 "    interface: lo\n    health: {enabled: false}\n"
+                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n"
+                 "      - {name: b, address: 127.0.0.1:18382}\n")
+want = ("  health       passive only (checks off): fall 3, passive_hold 10s (only from the "
+        "connects of clients the daemon's listener serves while the kernel has no table of the "
+        "service: kernel steering opens none)\n")
+check(r.returncode == 0 and want in r.stdout,
+      f"check prints a kernel-steered service's passive-only health: {r.stdout}{r.stderr}")
+# and off where it does not apply there either: a lone backend
+r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
+                 "    interface: lo\n    health: {enabled: false}\n"
+                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+want = "  health       off (every backend counts as up)\n"
+check(r.returncode == 0 and want in r.stdout, f"and off for its lone backend: {r.stdout}{r.stderr}")
+
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
 
