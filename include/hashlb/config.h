@@ -261,8 +261,9 @@ struct hashlb_config {
 
 /*
  * Load and validate <path>. On error returns a negative errno and fills
- * <err> with file, line, column and what is wrong (reason HASHLB_ERR_CONFIG);
- * unknown keys and wrong types are errors. Every service's table is built
+ * <err> with file, line, column and what is wrong (reason HASHLB_ERR_CONFIG;
+ * past table_memory, -E2BIG and HASHLB_ERR_MEMORY_CAP, as hashlb_table_memory_add()
+ * refuses); unknown keys and wrong types are errors. Every service's table is built
  * once as part of validation, so a config that loads also builds. A file
  * that cannot be read gives reason HASHLB_ERR_SYSTEM and line 0. err->file
  * points to <path> (borrowed: valid as long as the caller's string).
@@ -310,7 +311,9 @@ int hashlb_config_load_after(const char *path, unsigned int flags, const struct 
  * (the lowest HASHLB_EACH_ADDRESS_MAX, whatever the answer's order). Numeric addresses are left as written. On error (a name that does not
  * resolve or not in time, or resolves to the service's own listen address)
  * returns a negative errno, <err> names the file:line:column of the address
- * and what failed, and <c> is fit only for hashlb_config_free().
+ * and what failed, and <c> is fit only for hashlb_config_free(). The
+ * tables past table_memory once the names are resolved: -E2BIG, reason
+ * HASHLB_ERR_MEMORY_CAP, at the service (hashlb_table_memory_add()).
  */
 #define HASHLB_RESOLVE_TIMEOUT_MS 5000
 #define HASHLB_EACH_ADDRESS_MAX 1024u

@@ -2780,6 +2780,19 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 	return load_services(ld, root, services, c);
 }
 
+/* The loader's refusal past table_memory, <mem>'s, at service <sm> as fail() says an error:
+ * -E2BIG, HASHLB_ERR_MEMORY_CAP, as every table_memory refusal (before, -EINVAL and
+ * HASHLB_ERR_CONFIG, as any config error, where a resolve round's, a reload's, ctl set's and an
+ * upgrade's said the cap). */
+static int table_memory_fail(struct loader *ld, const struct ynode *sm,
+			     const struct hashlb_error *mem)
+{
+	fail(ld, sm, "%s", mem->msg);
+	if (ld->err)
+		ld->err->reason = HASHLB_ERR_MEMORY_CAP;
+	return -E2BIG;
+}
+
 /*
  * 0 if service <s> (of mapping <sm>) shares nothing that must be unique
  * with the services of <x>, those before it; else the error naming the
@@ -2833,7 +2846,7 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 		    hashlb_table_memory_add(c, s, hashlb_service_cfg_table_bytes_max(s),
 					    HASHLB_TABLE_MEMORY_CONFIG, &c->table_bytes, &mem) < 0)
 			r = mem.reason == HASHLB_ERR_NOMEM ? nomem(ld)
-							   : fail(ld, sm, "%s", mem.msg);
+							   : table_memory_fail(ld, sm, &mem);
 		if (r == 0)
 			r = service_clash(ld, sm, &x, s);
 		if (r == 0 && !(ld->flags & HASHLB_LOAD_ADMIN_GIVEN) &&

@@ -1075,7 +1075,7 @@ static int keep_last(const struct last_index *ix, const struct hashlb_service_cf
 /*
  * table_memory counted again over <c>'s backends as resolved: an
  * each_address entry is as many backends as its name has addresses, and
- * a ring's table as many times the points. Past it: HASHLB_ERR_MEMORY_CAP,
+ * a ring's table as many times the points. Past it: -E2BIG, HASHLB_ERR_MEMORY_CAP,
  * the names resolved (a round says it so, not as names that failed).
  */
 static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
@@ -1088,11 +1088,10 @@ static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
 
 		r = hashlb_table_memory_add(c, s, hashlb_service_cfg_table_bytes_max(s),
 					    HASHLB_TABLE_MEMORY_RESOLVED, &c->table_bytes, err);
-		if (r == -E2BIG) {
-			r = -EINVAL; /* the config refused, as a name's failure */
-			if (err)
-				err->file = c->path;
-		}
+		/* -E2BIG, as every table_memory refusal: the round tells it from a name's
+		 * failure by its reason (before, -EINVAL, as a name's) */
+		if (r == -E2BIG && err)
+			err->file = c->path;
 	}
 	return r;
 }

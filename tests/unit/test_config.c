@@ -54,7 +54,9 @@ static struct hashlb_config *load_ok(const char *yaml)
  * <yaml> must be refused at <line>:<col> with a message containing <what>.
  * The file name in the error is the one given to the parser.
  */
-static void expect_error(const char *yaml, int line, int col, const char *what)
+/* <yaml> refused as expect_error() says, with <ret> and <reason>. */
+static void expect_error_as(const char *yaml, int line, int col, const char *what, int ret,
+			    enum hashlb_err_reason reason)
 {
 	struct hashlb_config *c = NULL;
 	struct hashlb_error err;
@@ -66,14 +68,26 @@ static void expect_error(const char *yaml, int line, int col, const char *what)
 		hashlb_config_free(c);
 		fail_msg("expected an error at %d:%d (%s), the config loaded", line, col, what);
 	}
-	assert_int_equal(r, -EINVAL);
+	assert_int_equal(r, ret);
 	assert_null(c);
-	assert_int_equal(err.reason, HASHLB_ERR_CONFIG);
+	assert_int_equal(err.reason, reason);
 	assert_non_null(err.file);
 	assert_string_equal(err.file, "t.yaml");
 	if (err.line != line || err.column != col || !strstr(err.msg, what))
 		fail_msg("expected %d:%d '%s', got %d:%d '%s'", line, col, what, err.line,
 			 err.column, err.msg);
+}
+
+static void expect_error(const char *yaml, int line, int col, const char *what)
+{
+	expect_error_as(yaml, line, col, what, -EINVAL, HASHLB_ERR_CONFIG);
+}
+
+/* A refusal past table_memory: -E2BIG, HASHLB_ERR_MEMORY_CAP, as every one is (the loader's,
+ * a resolve's, a reload's, ctl set's, an upgrade's). */
+static void expect_table_memory_error(const char *yaml, int line, int col, const char *what)
+{
+	expect_error_as(yaml, line, col, what, -E2BIG, HASHLB_ERR_MEMORY_CAP);
 }
 
 /* --- file-level errors ------------------------------------------------- */
@@ -4127,11 +4141,11 @@ static void test_table_memory(void **state)
 
 	/* the third passes 2 MiB; refused at its mapping */
 	three_maglev(yaml, sizeof(yaml), "table_memory: 2MiB", false);
-	expect_error(yaml, 15, 5, "service 'c': with its table");
+	expect_table_memory_error(yaml, 15, 5, "service 'c': with its table");
 	snprintf(top, sizeof(top), "over table_memory 2MiB (2097152): raise it (0 = no cap)");
-	expect_error(yaml, 15, 5, top);
+	expect_table_memory_error(yaml, 15, 5, top);
 	snprintf(top, sizeof(top), "may take %llu bytes", (unsigned long long)three);
-	expect_error(yaml, 15, 5, top);
+	expect_table_memory_error(yaml, 15, 5, top);
 	/* exactly at the cap loads; a byte less, refused at the third */
 	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)three);
 	three_maglev(yaml, sizeof(yaml), top, false);
@@ -4140,14 +4154,14 @@ static void test_table_memory(void **state)
 	hashlb_config_free(c);
 	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)three - 1);
 	three_maglev(yaml, sizeof(yaml), top, false);
-	expect_error(yaml, 15, 5, "service 'c'");
+	expect_table_memory_error(yaml, 15, 5, "service 'c'");
 	/* at the second's sum, refused at the third too; a byte less, at the second */
 	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)two);
 	three_maglev(yaml, sizeof(yaml), top, false);
-	expect_error(yaml, 15, 5, "service 'c'");
+	expect_table_memory_error(yaml, 15, 5, "service 'c'");
 	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)two - 1);
 	three_maglev(yaml, sizeof(yaml), top, false);
-	expect_error(yaml, 9, 5, "service 'b'");
+	expect_table_memory_error(yaml, 9, 5, "service 'b'");
 
 	/* Counted again once names resolve: an each_address entry is as many
 	 * backends as addresses, here one whose name grew by "@127.0.0.1". */
@@ -4155,7 +4169,8 @@ static void test_table_memory(void **state)
 	three_maglev(yaml, sizeof(yaml), top, true);
 	memset(&err, 0, sizeof(err));
 	c = NULL;
-	assert_int_equal(resolve_text(yaml, &c, &err), -EINVAL);
+	assert_int_equal(resolve_text(yaml, &c, &err), -E2BIG);
+	assert_int_equal(err.reason, HASHLB_ERR_MEMORY_CAP);
 	assert_int_equal(err.line, 15);
 	assert_int_equal(err.column, 5);
 	if (!strstr(err.msg, "service 'c', its names resolved: with its table") ||
@@ -4183,7 +4198,8 @@ static void test_table_memory(void **state)
 			hashlb_config_free(c);
 			continue;
 		}
-		assert_int_equal(hashlb_config_parse(big, len, "t.yaml", &c, &err), -EINVAL);
+		assert_int_equal(hashlb_config_parse(big, len, "t.yaml", &c, &err), -E2BIG);
+		assert_int_equal(err.reason, HASHLB_ERR_MEMORY_CAP);
 		/* the first service whose table passes 1 GiB, on its own line */
 		snprintf(top, sizeof(top), "service 's%llu'",
 			 (unsigned long long)(HASHLB_TABLE_MEMORY_DEFAULT / one_table));
