@@ -445,7 +445,16 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		       ",\"changed\":%" PRIu64 ",\"last_error\":",
 		       ctl->cfg->resolve_every_ms, ctl->resolves_ok, ctl->resolves_failed,
 		       ctl->resolves_changed);
-	hlb_buf_json_str(o, ctl->last_resolve_err[0] ? ctl->last_resolve_err : NULL);
+	/* the last said, as before; last_errors: every one of that round */
+	hlb_buf_json_str(o, ctl->n_last_resolve_errs
+				    ? ctl->last_resolve_errs[ctl->n_last_resolve_errs - 1]
+				    : NULL);
+	hlb_buf_puts(o, ",\"last_errors\":[");
+	for (uint32_t i = 0; i < ctl->n_last_resolve_errs; i++) {
+		hlb_buf_puts(o, i ? "," : "");
+		hlb_buf_json_str(o, ctl->last_resolve_errs[i]);
+	}
+	hlb_buf_puts(o, "]");
 	hlb_buf_printf(
 		o, "},\"table_memory\":{\"bytes\":%" PRIu64 ",\"limit\":%" PRIu64 "},\"upgrade\":",
 		hlb_snapshot_tables_bytes(), ctl->cfg->table_memory);

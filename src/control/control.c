@@ -182,13 +182,14 @@ static const char *const resolve_failure_line[RESOLVE_FAILURES] = {
  * failed, both logged). Logged once, and again only when the failure changes or
  * RESOLVE_REMIND_MS after the last line, with the rounds failed in a row: with
  * resolve_every: 1s, a name gone from DNS logged the same line every second. A name failing
- * and a refusal are remembered apart, so that a round with both logs neither again.
+ * and a refusal are remembered apart, so that a round with both logs neither again. The
+ * round's errors are kept, each, for /status (resolve.last_errors).
  */
 static void resolve_failed(struct hlb_control *ctl, enum resolve_failure what,
 			   const struct hashlb_error *err, bool count)
 {
 	struct hashlb_error *was = &ctl->resolve_logged[what];
-	char kv[HLB_LOG_CONFIG_ERROR_MAX];
+	char kv[HLB_LOG_CONFIG_ERROR_MAX], *said;
 	uint64_t now = hlb_now_ms();
 
 	if (count) {
@@ -196,12 +197,19 @@ static void resolve_failed(struct hlb_control *ctl, enum resolve_failure what,
 		if (!ctl->resolve_fail_rounds++) /* a new run of failures: each said again */
 			memset(ctl->resolve_logged, 0, sizeof(ctl->resolve_logged));
 	}
+	/* the round's errors, each kept: its last only, a name that failed beside a refusal was
+	 * not in /status at all (a third, which no round has: in the second's place) */
+	if (count)
+		ctl->n_last_resolve_errs = 0;
+	else if (ctl->n_last_resolve_errs == HLB_RESOLVE_ERRORS_MAX)
+		ctl->n_last_resolve_errs--;
+	said = ctl->last_resolve_errs[ctl->n_last_resolve_errs++];
 	if (err->line > 0)
-		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
-			 ctl->config_path, err->line, err->column, err->msg);
+		snprintf(said, sizeof(ctl->last_resolve_errs[0]), "%s:%d:%d: %s", ctl->config_path,
+			 err->line, err->column, err->msg);
 	else
-		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s: %s",
-			 ctl->config_path, err->msg);
+		snprintf(said, sizeof(ctl->last_resolve_errs[0]), "%s: %s", ctl->config_path,
+			 err->msg);
 	if (was->reason != HASHLB_ERR_NONE && same_failure(was, err) &&
 	    now - ctl->resolve_logged_ms[what] < RESOLVE_REMIND_MS)
 		return;
@@ -247,7 +255,7 @@ static void resolve_ok(struct hlb_control *ctl, bool ok)
 	if (!ok)
 		return;
 	ctl->resolves_ok++;
-	ctl->last_resolve_err[0] = '\0';
+	ctl->n_last_resolve_errs = 0;
 	resolve_recovered(ctl);
 }
 

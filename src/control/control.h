@@ -66,6 +66,10 @@ typedef int (*hlb_control_steer_fits_fn)(void *arg, const struct hashlb_service_
 
 struct hlb_close_wait;
 
+/* A resolve_every round's errors at most: a name that failed, and its other addresses refused
+ * (or a second failure, out of memory...). */
+#define HLB_RESOLVE_ERRORS_MAX 2
+
 struct hlb_control {
 	struct hlb_loop *loop; /* borrowed */
 	struct hlb_pool *pool;
@@ -116,7 +120,11 @@ struct hlb_control {
 	uint64_t resolves_ok, resolves_failed, resolves_changed;
 	/* admin requests refused (503): the last logged count and when, per kind */
 	uint64_t refused_logged[HLB_HTTP_REFUSED_MAX], refused_logged_ms[HLB_HTTP_REFUSED_MAX];
-	char last_resolve_err[320]; /* "" when the last one succeeded */
+	/* the last failed round's errors, in the order said (a name that failed, then its other
+	 * addresses refused: at most two a round, resolve_failed()); none when the last one
+	 * succeeded. /status's resolve.last_errors, the last of them its last_error */
+	char last_resolve_errs[HLB_RESOLVE_ERRORS_MAX][320];
+	uint32_t n_last_resolve_errs;
 	/* names that keep failing, or addresses refused, logged once and again when
 	 * the failure changes (resolve_failed()): what was logged last and when, of
 	 * either kind ([0] names, [1] refusals), and the rounds failed in a row;

@@ -1128,12 +1128,26 @@ def refused_with_a_failing_name(tag, first, weight_set):
     check(sorted(b["name"] for b in lb.service()["backends"]) ==
           ["b", "o", f"pool@{hosts[0]}"], f"the backends keep their addresses: "
           f"{lb.service()['backends']}")
+    # /status: the round's two errors, the failing name's first (before, last_error alone,
+    # the refusal: the name that failed was nowhere in /status)
+    res = lb.status()["resolve"]
+    errs = res.get("last_errors")
+    check(isinstance(errs, list) and len(errs) == 2 and
+          errs[0].startswith(f"{lb.path}:") and "other" in errs[0] and
+          "does not resolve" in errs[0] and
+          "over table_memory 1MiB (1048576): raise it" in errs[1] and
+          res["last_error"] == errs[1],
+          f"/status lists both of the round's errors, the refusal its last_error: {res}")
 
     # pool's addresses within the cap: applied (other still failing); then past it again, a
     # refusal of other addresses than those now in use: said again, not taken for the first
     names.set_hosts("".join(f"{h} pool\n" for h in hosts[:2]))
     check(lb.wait(lambda: msg_lines(lb, "names resolved to new addresses, applied"),
                   timeout=15) is not None, f"pool's two addresses applied: {lb.log[-3:]}")
+    res = lb.status()["resolve"]
+    check(len(res["last_errors"]) == 1 and "other" in res["last_errors"][0] and
+          res["last_error"] == res["last_errors"][0],
+          f"a round with the name failing alone lists it alone: {res}")
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))
     refused = "names resolved, their new addresses refused"
     check(lb.wait(lambda: len(msg_lines(lb, refused)) >= 2, timeout=15) is not None,
@@ -1198,6 +1212,9 @@ def failing_name_logged_once():
           "a line says the names resolve again")
     back = (msg_lines(lb, "names resolve again") or [""])[0]
     check(re.search(r"rounds_failed=([89]|\d\d)", back), f"with how many rounds failed: {back}")
+    res = lb.status()["resolve"]
+    check(res["last_errors"] == [] and res["last_error"] is None,
+          f"/status: no error once a round resolves every name: {res}")
     names.set_hosts("127.0.0.1 alpha\n")
     rounds_after(2)
     got = msg_lines(lb, "names not resolved")
