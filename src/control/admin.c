@@ -1130,26 +1130,38 @@ static uint64_t service_bytes_max(const struct hlb_pool_service *t, const uint32
  * with the weights in force); else -E2BIG with <err> saying so, or -ENOMEM. The services'
  * tables are counted only when <s>'s may grow: a weight lowered costs no pass over them.
  */
+/* The services of table_memory_fits(): <s> at <own> bytes, the others with the weights in
+ * force. */
+struct fits {
+	struct hlb_pool *pool;
+	const struct hlb_pool_service *s;
+	uint64_t own;
+};
+
+static uint64_t fits_bytes(void *arg, uint32_t i, const struct hashlb_service_cfg **ret_s)
+{
+	const struct fits *f = arg;
+	const struct hlb_pool_service *t = hlb_pool_service_at(f->pool, i);
+
+	*ret_s = t->cfg;
+	return t == f->s ? f->own : service_bytes_max(t, NULL);
+}
+
 static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_service *s,
 			     const uint32_t *ws, uint32_t w, struct hashlb_error *err)
 {
-	uint64_t own = service_bytes_max(s, ws), total = 0;
-	struct hlb_pool *p = ctl->pool;
+	struct fits f = { ctl->pool, s, service_bytes_max(s, ws) };
 	char capbuf[HASHLB_TABLE_MEMORY_STRLEN];
-	int r = 0;
+	uint64_t total;
+	int r;
 
-	if (!ctl->cfg->table_memory || own <= service_bytes_max(s, NULL))
+	if (!ctl->cfg->table_memory || f.own <= service_bytes_max(s, NULL))
 		return 0;
 	/* the rule the loader's and a reload's is, over every service: the sum said below */
-	for (uint32_t i = 0; i < hlb_pool_service_count(p); i++) {
-		const struct hlb_pool_service *t = hlb_pool_service_at(p, i);
-		uint64_t n = t == s ? own : service_bytes_max(t, NULL);
-
-		r = hashlb_table_memory_add(ctl->cfg, t->cfg, n, HASHLB_TABLE_MEMORY_RUN_TIME,
-					    &total, NULL);
-		if (r == -ENOMEM) /* each built, so none too large: short of memory */
-			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	}
+	r = hlb_control_table_memory(ctl->cfg, hlb_pool_service_count(ctl->pool), fits_bytes, &f,
+				     &total, NULL);
+	if (r == -ENOMEM) /* each built, so none too large: short of memory */
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	if (r == 0)
 		return 0;
 	/* the cap said as the loader and a reload say it (hashlb_table_memory_format()) */
@@ -1159,7 +1171,7 @@ static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_serv
 			  " bytes, and the services' tables %" PRIu64 ", over table_memory %s"
 			  ": nothing changed (raise table_memory, 0 = no cap, or give a lower "
 			  "weight)",
-			  w, s->cfg->name, own, total, capbuf);
+			  w, s->cfg->name, f.own, total, capbuf);
 }
 
 /*

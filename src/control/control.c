@@ -704,18 +704,62 @@ static int weights_fit_table(const struct hashlb_service_cfg *c, const uint32_t 
 	return r;
 }
 
+int hlb_control_table_memory(const struct hashlb_config *cfg, uint32_t n,
+			     hlb_control_table_bytes_fn bytes, void *arg, uint64_t *total,
+			     struct hashlb_error *err)
+{
+	struct hashlb_error first = { 0 };
+	int ret = 0;
+
+	*total = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct hashlb_service_cfg *s;
+		uint64_t own = bytes(arg, i, &s);
+		/* past the cap, the first service said; the sum goes on over all of them */
+		int r = hashlb_table_memory_add(cfg, s, own, HASHLB_TABLE_MEMORY_RUN_TIME, total,
+						ret ? NULL : &first);
+
+		if (r == -ENOMEM)
+			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	if (ret < 0 && err)
+		*err = first;
+	return ret;
+}
+
+/* hlb_control_table_memory() over a config's services at the bytes counted for each. */
+struct counted {
+	const struct hashlb_config *cfg;
+	const uint64_t *bytes;
+};
+
+static uint64_t counted_bytes(void *arg, uint32_t i, const struct hashlb_service_cfg **ret_s)
+{
+	const struct counted *c = arg;
+
+	*ret_s = &c->cfg->services[i];
+	return c->bytes[i];
+}
+
 int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config *cfg,
 			    struct hashlb_error *err)
 {
 	bool weight_set = hlb_pool_weight_set(ctl->pool);
-	uint64_t bytes = 0; /* the tables' with those weights, for table_memory */
-	struct hashlb_error over = { 0 }; /* the first service past it, said after the others */
+	/* each table's most bytes with those weights, for table_memory: counted once the
+	 * services' own refusals are said */
+	uint64_t *bytes = NULL, total;
 	int ret = 0;
 
 	if (!ctl->steer_fits && !weight_set)
 		return 0;
-	if (hlb_pool_weights_begin(ctl->pool) < 0)
+	if (weight_set && !(bytes = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*bytes))))
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	if (hlb_pool_weights_begin(ctl->pool) < 0) {
+		free(bytes);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
 	for (uint32_t i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 		bool steered = ctl->steer_fits && c->steering == HASHLB_STEERING_KERNEL;
@@ -736,13 +780,8 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 				backup[j] = c->backends[j].backup;
 			}
 			ret = weights_fit_table(c, w, err);
-			/* past it: said once the services after it are checked (their own
-			 * refusals first) */
-			if (ret == 0 && weight_set && over.reason == HASHLB_ERR_NONE &&
-			    hashlb_table_memory_add(
-				    cfg, c, hashlb_service_cfg_weights_bytes_max(c, w),
-				    HASHLB_TABLE_MEMORY_RUN_TIME, &bytes, &over) == -ENOMEM)
-				ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+			if (ret == 0 && bytes)
+				bytes[i] = hashlb_service_cfg_weights_bytes_max(c, w);
 			if (ret == 0 && steered)
 				ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n,
 						      err);
@@ -752,10 +791,11 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 		free(backup);
 	}
 	hlb_pool_weights_end(ctl->pool);
-	if (ret == 0 && over.reason != HASHLB_ERR_NONE) {
-		*err = over;
-		ret = -E2BIG;
-	}
+	/* past table_memory: said once every service is checked (their own refusals first) */
+	if (ret == 0 && bytes)
+		ret = hlb_control_table_memory(cfg, cfg->n_services, counted_bytes,
+					       &(struct counted){ cfg, bytes }, &total, err);
+	free(bytes);
 	return ret;
 }
 

@@ -222,6 +222,20 @@ int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample *
  */
 int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config *cfg,
 			    struct hashlb_error *err);
+/* The service <i> of those hlb_control_table_memory() counts, in *<ret_s>, and the most bytes
+ * its table may take (hashlb_service_cfg_weights_bytes_max()); UINT64_MAX short of memory. */
+typedef uint64_t (*hlb_control_table_bytes_fn)(void *arg, uint32_t i,
+					       const struct hashlb_service_cfg **ret_s);
+/*
+ * table_memory's rule (hashlb_table_memory_add()) over <n> services with weights set at run
+ * time, each counted at <bytes>'s: 0 while their sum, *<total>, stays within <cfg>'s cap; else
+ * -E2BIG, *<total> the sum over all of them, <err> (may be NULL) saying so at the first service
+ * past it, as the loader says it (its file left to the caller); or -ENOMEM, <err> saying so.
+ * POST /set's rule (a weight raised) and a reload's (weights set at run time kept).
+ */
+int hlb_control_table_memory(const struct hashlb_config *cfg, uint32_t n,
+			     hlb_control_table_bytes_fn bytes, void *arg, uint64_t *total,
+			     struct hashlb_error *err);
 /* The sample of service <name> in <v> (<n> long), or NULL: it has no program now. */
 const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_steer_sample *v,
 							   uint32_t n, const char *name);
