@@ -917,12 +917,19 @@ struct last_index {
 	uint32_t n;
 };
 
+int hashlb_name_pair_cmp(const char *svc_a, const char *name_a, const char *svc_b,
+			 const char *name_b)
+{
+	int d = strcmp(svc_a, svc_b);
+
+	return d ? d : strcmp(name_a, name_b);
+}
+
 static int last_ref_cmp(const void *pa, const void *pb)
 {
 	const struct last_ref *a = pa, *b = pb;
-	int d = strcmp(a->svc, b->svc);
 
-	return d ? d : strcmp(a->name, b->name);
+	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 /* <ix> over <last>'s backends written with a host name: 0, or -ENOMEM. */
@@ -1111,9 +1118,8 @@ static void answer_keep(struct hashlb_backend_cfg *b, const struct name_req *q)
 static int kept_cmp(const void *pa, const void *pb)
 {
 	const struct hashlb_addr_kept *a = pa, *b = pb;
-	int d = strcmp(a->svc, b->svc);
 
-	return d ? d : strcmp(a->name, b->name);
+	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_addr_kept *v,

@@ -1966,9 +1966,8 @@ static int orphan_cmp(const void *x, const void *y)
 {
 	const struct hlb_pool_backend *a = *(struct hlb_pool_backend *const *)x;
 	const struct hlb_pool_backend *b = *(struct hlb_pool_backend *const *)y;
-	int c = strcmp(a->orphan_of, b->orphan_of);
 
-	return c ? c : strcmp(a->rt->name, b->rt->name);
+	return hashlb_name_pair_cmp(a->orphan_of, a->rt->name, b->orphan_of, b->rt->name);
 }
 
 /*
@@ -2513,9 +2512,8 @@ struct handover {
 static int handover_cmp(const void *x, const void *y)
 {
 	const struct handover *a = x, *b = y;
-	int c = strcmp(a->svc, b->svc);
 
-	return c ? c : strcmp(a->name, b->name);
+	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 static void handover_free(struct hlb_pool *p)
@@ -2541,9 +2539,8 @@ static void handover_free(struct hlb_pool *p)
 static int seen_cmp(const void *x, const void *y)
 {
 	const struct handover_seen *a = x, *b = y;
-	int c = strcmp(a->svc, b->svc);
 
-	return c ? c : strcmp(a->name, b->name);
+	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 /*
