@@ -804,10 +804,17 @@ def refused_and_full(order):
             check(outcome(s) == (0, "RST"), "reset past its timeouts.queue")
             want, attempts = "end=queue_timeout", 1
         else:
-            time.sleep(0.3)  # 30 retries of the queue
-            check(metric_sum(lb, "hashlb_service_queued") == 1 and
+            # The tries of the queue its coming caused, then 3 more looks (one a tick), or its
+            # end: a try that started at x again, x refusing, closed it as connect_failed at
+            # once, and an empty queue is not looked at.
+            looks = metric_sum(lb, "hashlb_worker_queue_looks_total") + 3
+            check(lb.wait(lambda: metric_sum(lb, "hashlb_worker_queue_looks_total") >= looks or
+                          any(f"client={c}:" in l for l in lb.log), timeout=30),
+                  "the worker looked at its queue 3 more times, or the client ended")
+            tries = metric_sum(lb, "hashlb_worker_queue_tries_total")
+            check(tries >= 1 and metric_sum(lb, "hashlb_service_queued") == 1 and
                   not any(f"client={c}:" in l for l in lb.log),
-                  "still waiting 300 ms later, not closed")
+                  f"tried again from the queue ({tries:.0f} times), still waiting, not closed")
             if case == "room":
                 holder.close()
                 got, want_got = served(s), "a"
