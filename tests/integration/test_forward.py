@@ -628,8 +628,9 @@ def slow_reader_is_not_idle():
                 ends[i] = type(e).__name__
 
         addr, stop_be = raw_backend(stream)
-        lb = Hashlb(config([("s", addr)], extra="timeouts:\n  idle: 4s\nlog_connections: true"),
-                    args=args, fname=f"slow-{tag}.yaml")
+        # one worker: the walk that closes the stopped client looks at the slow one too
+        lb = Hashlb(config([("s", addr)], extra="timeouts:\n  idle: 4s\nlog_connections: true",
+                           workers=1), args=args, fname=f"slow-{tag}.yaml")
         socks = []
         for n in (1, 2):
             s = socket.socket()
@@ -640,8 +641,18 @@ def slow_reader_is_not_idle():
             check(wait_until(lambda: len(ends) == n), f"{tag}: the backend gets connection {n}")
         slow, stopped = socks
         t0 = time.monotonic()
-        got = 0
-        while time.monotonic() - t0 < 9:  # past two idle timeouts
+        got, stopped_at = 0, "client=%s:%d " % stopped.getsockname()[:2]
+
+        def stopped_closed():
+            return any(stopped_at in l for l in lb.log)
+
+        # Past two idle timeouts, and past the walk that closed the stopped client at its idle
+        # timeout (then one more read): however slow the machine, the idle rule was applied
+        # to the slow reader meanwhile, that walk's log lines all in.
+        closed, last = False, False
+        while not last and time.monotonic() - t0 < 30:
+            last = closed and time.monotonic() - t0 >= 9
+            closed = closed or stopped_closed()
             try:
                 d = slow.recv(1 << 14)
             except OSError as e:
@@ -652,7 +663,11 @@ def slow_reader_is_not_idle():
                 break
             got += len(d)
             time.sleep(0.1)
-        check(ends[0] is None, f"{tag}: the slow reader's backend is still sending: {ends[0]}")
+        slow_at = "client=%s:%d " % slow.getsockname()[:2]
+        check(ends[0] is None and not any(slow_at in l for l in lb.log),
+              f"{tag}: the slow reader's backend is still sending, {got} bytes read in "
+              f"{time.monotonic() - t0:.1f} s, the stopped client closed: {closed}: {ends[0]}, "
+              f"{next((l for l in lb.log if slow_at in l), 'not logged')}")
         check(wait_until(lambda: ends[1] is not None, 30) and ends[1] == "ConnectionResetError",
               f"{tag}: the client that stopped reading is closed at the idle timeout, its "
               f"backend reset: {ends[1]}")
