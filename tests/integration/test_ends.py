@@ -11,7 +11,7 @@ import socket
 import struct
 from collections import Counter
 
-from ctltest import Lb, config, metric_sum
+from ctltest import Lb, config, control_ticks_past, metric_sum, scans_past
 from lbtest import check, client_ip, connect, dead_port, run_tests, serve_each
 
 NO_HEALTH = "enabled: false"
@@ -100,9 +100,18 @@ def moved(before, after):
     return {k: after[k] - before[k] for k in set(before) | set(after) if after[k] != before[k]}
 
 
+def settled(lb, what):
+    """Once the counts match: every worker's walks of its connections and the control plane's
+    ticks (what ends connections besides their own traffic) past it, so that an end counted
+    again, or one more connection ended, after the counts first matched shows in them, however
+    slow the machine. Before, such an end went unseen."""
+    check(scans_past(lb) and control_ticks_past(lb), f"{what}: walks and ticks past the match")
+
+
 def expect(lb, backend, before_m, before_l, want, what):
     """Wait until <backend>'s metric moved from <before_m> by exactly <want> ({end: n}), then
-    check that its log lines moved the same and /status agrees."""
+    past that (settled()) check that it still has, that its log lines moved the same, and
+    that /status agrees."""
     got = {}
 
     def done():
@@ -110,7 +119,9 @@ def expect(lb, backend, before_m, before_l, want, what):
         got = moved(before_m, metric_ends(lb, backend))
         return got == want and moved(before_l, log_ends(lb, backend)) == want
 
-    lb.wait(done)
+    if lb.wait(done) is not None:
+        settled(lb, what)
+        done()
     check(got == want, f"{what}: the metric moved by {want}: {got}")
     lg = moved(before_l, log_ends(lb, backend))
     check(lg == want, f"{what}: the log's end= agree: {lg}")
@@ -217,7 +228,7 @@ SVC = {"no_backend": "hashlb_service_no_backend_total",
 def unserved(lb, want, what, act):
     """<act>() ends connections before a backend: the service counters move by <want>
     ({end: n}, no_backend and connect_failed sharing one), as do the log lines with
-    backend=-, and no backend's ends move."""
+    backend=-, still past the match (settled()), and no backend's ends move."""
     def svc():
         return {m: int(metric_sum(lb, m)) for m in set(SVC.values())}
 
@@ -236,7 +247,9 @@ def unserved(lb, want, what, act):
         got = moved(m0, svc())
         return got == dict(want_svc) and moved(l0, log()) == want
 
-    lb.wait(done)
+    if lb.wait(done) is not None:
+        settled(lb, what)
+        done()
     check(got == dict(want_svc), f"{what}: the service counters moved by {dict(want_svc)}: {got}")
     lg = moved(l0, log())
     check(lg == want, f"{what}: the log's end= agree: {lg}")
