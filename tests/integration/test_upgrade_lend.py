@@ -476,6 +476,32 @@ def queued_clients_keep_their_queue_wait():
         cleanup(queued + [held], new_pid)
 
 
+def elf_base(exe):
+    """The address nm gives to the first byte of <exe>'s lowest mapping, which dladdr()'s
+    dli_fbase is the address of in the process (glibc's l_map_start): its lowest PT_LOAD's
+    p_vaddr, down to its page. 0 for a PIE (ET_DYN, the compiler's default here, whatever
+    meson's b_pie says), 0x400000 or so for an executable linked at a fixed address
+    (ET_EXEC, -no-pie), whose offsets from dli_fbase are not nm's addresses."""
+    import struct
+
+    with open(exe, "rb") as f:
+        elf = f.read(1 << 16)  # the program headers follow the ELF header at once
+    check(elf[:4] == b"\x7fELF", f"{exe}: an ELF file")
+    wide, end = elf[4] == 2, "<" if elf[5] == 1 else ">"  # EI_CLASS 64-bit, EI_DATA LSB
+    phoff, phentsize, phnum = (struct.unpack_from(end + "Q", elf, 32)[0],
+                               *struct.unpack_from(end + "HH", elf, 54)) if wide else \
+        (struct.unpack_from(end + "I", elf, 28)[0], *struct.unpack_from(end + "HH", elf, 42))
+    loads = []
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        p_type = struct.unpack_from(end + "I", elf, at)[0]
+        if p_type == 1:  # PT_LOAD: p_vaddr after p_flags, p_offset (64-bit) or p_offset (32)
+            loads.append(struct.unpack_from(end + ("Q" if wide else "I"), elf,
+                                            at + (16 if wide else 8))[0])
+    check(loads, f"{exe}: a PT_LOAD program header")
+    return min(loads, default=0) & ~(os.sysconf("SC_PAGE_SIZE") - 1)
+
+
 def failed_growth(exe, text):
     """Which growth grow_fail.c failed in <exe>, from what its ".hit" file says (<text>): (the
     function that asked, whether the array was there before (grown, not first allocated), the
@@ -489,9 +515,11 @@ def failed_growth(exe, text):
     nm = subprocess.run(["nm", "--defined-only", exe], capture_output=True, text=True).stdout
     funcs = [(int(f[0], 16), f[2]) for f in map(str.split, nm.splitlines())
              if len(f) == 3 and f[1] in "tT"]
-    # offsets in <exe>, a PIE: as nm gives its functions
-    names = [max(((a, name) for a, name in funcs if a <= int(at, 16)), default=(0, None))[1]
-             for at in m.group(1, 2) if at]
+    # offsets from <exe>'s lowest mapping: nm's addresses once its own address is added, a
+    # PIE's 0 (ET_DYN) or a fixed one's (ET_EXEC)
+    base = elf_base(exe)
+    names = [max(((a, name) for a, name in funcs if a <= base + int(at, 16)),
+                 default=(0, None))[1] for at in m.group(1, 2) if at]
     func = next((f for f in names if f != "hlb_grow"), names[0])
     return func, m.group(3) == "1", int(m.group(4))
 
