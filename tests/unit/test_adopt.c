@@ -412,9 +412,11 @@ static bool wait_for(bool (*done)(struct hlb_proxy *p), struct hlb_proxy *p)
 
 #define LIVE_CLIENTS 6
 
+/* Every client read: a worker counts it among its connections (conn_new()) a moment before it
+ * leaves those adopting, so both are waited for, not the first alone. */
 static bool all_read(struct hlb_proxy *p)
 {
-	return hlb_proxy_connections(p) == LIVE_CLIENTS;
+	return hlb_proxy_connections(p) == LIVE_CLIENTS && atomic_load(&p->adopting) == 0;
 }
 
 /*
