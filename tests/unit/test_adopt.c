@@ -462,7 +462,7 @@ static bool none_unread(struct hlb_proxy *p)
  */
 static void test_workers_that_stop_leave_no_client_unread(void **state)
 {
-	int peer[LIVE_CLIENTS + STOP_CLIENTS], fd, n = 0;
+	int peer[LIVE_CLIENTS + STOP_CLIENTS + 1], fd, n = 0; /* +1: the last, refused */
 	struct live l;
 
 	(void)state;
