@@ -880,8 +880,11 @@ static int carried_cmp(const void *x, const void *y)
 	return c ? c : strcmp(a->name, b->name);
 }
 
-/* The settings of <text>'s "set" lines, read as the new process reads them
- * (hlb_handover_set_parse()), sorted; their count in *<ret_n>. */
+/* The settings of <text>'s "set" lines that hold a weight set at run time
+ * (hlb_handover_weight_set()), read as the new process reads them (hlb_handover_set_parse()),
+ * sorted; their count in *<ret_n>. Those alone: a copy of each line is five times its size, and
+ * a hashlb of many backends in slow start or down sends one for each (kept, they could pass
+ * the memory there is, and the lines after those read be left unchecked). */
 static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 {
 	struct hlb_handover_set *v = NULL;
@@ -891,7 +894,8 @@ static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 		char line[HLB_HANDOVER_LINE_MAX + 1];
 		struct hlb_handover_set set;
 
-		if (!hlb_handover_next_line(&l, line) || hlb_handover_set_parse(line, &set) < 0)
+		if (!hlb_handover_next_line(&l, line) || hlb_handover_set_parse(line, &set) < 0 ||
+		    !hlb_handover_weight_set(&set.s))
 			continue;
 		if (hlb_grow((void **)&v, &cap, n + 1, sizeof(*v), 16) < 0)
 			break; /* those read so far */

@@ -107,6 +107,10 @@ enum hlb_handover_carry {
 unsigned hlb_handover_carries(const struct hlb_handover_settings *s,
 			      const struct hashlb_service_cfg *svc,
 			      const struct hashlb_backend_cfg *b);
+/* Whether <s> holds a weight set at run time that a new process may take on (for a backend whose
+ * config leaves it as the old one's had it: hlb_handover_carries()): hashlb ctl upgrade's
+ * pre-check keeps those lines alone, not every one it reads. */
+bool hlb_handover_weight_set(const struct hlb_handover_settings *s);
 
 /* With them, one per backend written with a host name: service, backend, its address as
  * written and the address it connects to. The new process keeps a backend there while its

@@ -38,6 +38,11 @@ int hlb_handover_set_parse(const char *line, struct hlb_handover_set *ret)
 	return 0;
 }
 
+bool hlb_handover_weight_set(const struct hlb_handover_settings *s)
+{
+	return s->w != s->cfg_w && s->w <= HASHLB_WEIGHT_MAX;
+}
+
 unsigned hlb_handover_carries(const struct hlb_handover_settings *s,
 			      const struct hashlb_service_cfg *svc,
 			      const struct hashlb_backend_cfg *b)
@@ -46,7 +51,7 @@ unsigned hlb_handover_carries(const struct hlb_handover_settings *s,
 
 	if (s->a != s->cfg_a && b->admin == s->cfg_a)
 		carry |= HLB_HANDOVER_CARRY_STATE;
-	if (s->w != s->cfg_w && b->weight == s->cfg_w && s->w <= HASHLB_WEIGHT_MAX)
+	if (hlb_handover_weight_set(s) && b->weight == s->cfg_w)
 		carry |= HLB_HANDOVER_CARRY_WEIGHT;
 	if (s->max != s->cfg_max && b->max_connections == s->cfg_max &&
 	    svc->steering != HASHLB_STEERING_KERNEL)

@@ -1133,13 +1133,10 @@ def an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front():
         check(lb.stop() == 0, "exit 0")
 
 
-def an_upgrade_pre_check_asks_an_older_hashlb_as_before():
-    """hashlb ctl -c FILE upgrade's look at the weights asks GET /sockets?only=settings; a
-    hashlb of before refuses that parameter (400, unknown parameter 'only'), and the look asks
-    it the plain GET /sockets as before and reads the same "set" lines there: the upgrade past
-    FILE's table_memory is still refused up front, nothing sent. Without that, the first
-    upgrade onto this version, from a running hashlb of before, would go unchecked. (A stand-in
-    for the old hashlb: it answers as one of before does.)"""
+def _stand_in_precheck(answer, preexec=None):
+    """hashlb ctl -c FILE upgrade run (after <preexec>, if given) against a stand-in for a
+    running hashlb at 127.0.0.1, FILE's table_memory 4MiB with ring backends a and b:
+    <answer>(request line) gives the (status, body) it answers. Returns ctl's CompletedProcess and the request lines asked."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
@@ -1163,19 +1160,11 @@ def an_upgrade_pre_check_asks_an_older_hashlb_as_before():
                         req += d
                     line = req.split(b"\r\n")[0].decode()
                     asked.append(line)
-                    if "only=" in line:
-                        code, body = "400 Bad Request", ("unknown parameter 'only': GET "
-                                                         "/sockets takes taker, format\n")
-                    elif line.startswith("GET /sockets"):
-                        code, body = "200 OK", (
-                            "1 5 127.0.0.1:1 t\n"
-                            "set t a admin=ready/ready weight=500/1 max_connections=0/0 "
-                            "health=up\n")
-                    else:
-                        code, body = "404 Not Found", "no such endpoint\n"
+                    code, body = answer(line)
+                    body = body.encode()
                     c.sendall(f"HTTP/1.1 {code}\r\nContent-Type: text/plain\r\n"
                               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                              f"{body}".encode())
+                              .encode() + body)
         except OSError:
             pass
 
@@ -1183,18 +1172,69 @@ def an_upgrade_pre_check_asks_an_older_hashlb_as_before():
     t.start()
     port = srv.getsockname()[1]
     ring = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2")]  # never dialled
-    path = tmpfile("older.yaml", "table_memory: 4MiB\n" +
+    path = tmpfile("stand-in.yaml", "table_memory: 4MiB\n" +
                    config(ring, scheme="ring", health="enabled: false", extra="vnodes: 1000",
                           admin=f"127.0.0.1:{port}"))
-    p = subprocess.run([HASHLB, "ctl", "-c", path, "upgrade"], capture_output=True, text=True,
-                       timeout=60)
-    done.set()
-    t.join(10)
-    srv.close()
+    try:
+        return subprocess.run([HASHLB, "ctl", "-c", path, "upgrade"], capture_output=True,
+                              text=True, timeout=60, preexec_fn=preexec), asked
+    finally:
+        done.set()
+        t.join(10)
+        srv.close()
+
+
+def an_upgrade_pre_check_asks_an_older_hashlb_as_before():
+    """hashlb ctl -c FILE upgrade's look at the weights asks GET /sockets?only=settings; a
+    hashlb of before refuses that parameter (400, unknown parameter 'only'), and the look asks
+    it the plain GET /sockets as before and reads the same "set" lines there: the upgrade past
+    FILE's table_memory is still refused up front, nothing sent. Without that, the first
+    upgrade onto this version, from a running hashlb of before, would go unchecked. (A stand-in
+    for the old hashlb: it answers as one of before does.)"""
+    def answer(line):
+        if "only=" in line:
+            return "400 Bad Request", ("unknown parameter 'only': GET /sockets takes taker, "
+                                       "format\n")
+        if line.startswith("GET /sockets"):
+            return "200 OK", ("1 5 127.0.0.1:1 t\n"
+                              "set t a admin=ready/ready weight=500/1 max_connections=0/0 "
+                              "health=up\n")
+        return "404 Not Found", "no such endpoint\n"
+
+    p, asked = _stand_in_precheck(answer)
     check(p.returncode == 1 and "over table_memory 4MiB (4194304)" in p.stderr and
           "nothing was sent" in p.stderr, f"refused up front: {p.returncode} {p.stderr!r}")
     check(len(asked) == 2 and "only=settings" in asked[0] and asked[1].startswith("GET /sockets")
           and "only=" not in asked[1], f"only=settings, then as before, nothing else: {asked}")
+
+
+def an_upgrade_pre_check_keeps_the_run_time_weights_alone():
+    """hashlb ctl -c FILE upgrade's look at the weights keeps, of the "set" lines it reads, those
+    with a weight set at run time alone, not a copy of every line (544 bytes each, five times
+    the line: a hashlb of many backends in slow start, or down, sends one for each): 300,000
+    lines of backends down, then the weight that passes table_memory, read with 128 MiB of
+    address space, still refuse the upgrade up front. Before, ctl kept them all, ran out of
+    memory part way, and checked the lines read so far: the upgrade was sent."""
+    if asan_build() or tsan_build():
+        raise Skip("a sanitizer's shadow memory takes no RLIMIT_AS")
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (128 << 20, 128 << 20))
+
+    body = "".join(f"set t b{i} admin=ready/ready weight=1/1 max_connections=0/0 health=down\n"
+                   for i in range(300000))
+    body += "set t a admin=ready/ready weight=500/1 max_connections=0/0 health=up\n"
+
+    def answer(line):
+        if line.startswith("GET /sockets?") and "only=settings" in line:
+            return "200 OK", body
+        return "404 Not Found", "no such endpoint\n"
+
+    p, asked = _stand_in_precheck(answer, limit)
+    check(p.returncode == 1 and "over table_memory 4MiB (4194304)" in p.stderr and
+          "nothing was sent" in p.stderr, f"refused up front: {p.returncode} {p.stderr!r}")
+    check(len(asked) == 1, f"the look alone, no upgrade asked: {asked}")
 
 
 def reloads_say_who_asked():
@@ -1962,6 +2002,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reloads_that_run_time_weights_leave_no_table_are_refused,
            an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front,
            an_upgrade_pre_check_asks_an_older_hashlb_as_before,
+           an_upgrade_pre_check_keeps_the_run_time_weights_alone,
            reloads_say_who_asked,
            reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,

@@ -95,6 +95,7 @@ static void test_handover_carries_by_the_rule_of_a_reload(void **state)
 						&set),
 			 0);
 	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), all);
+	assert_true(hlb_handover_weight_set(&set.s)); /* a line ctl upgrade's pre-check keeps */
 	/* each the new config changes stays the new config's, the others carried */
 	b.weight = 2;
 	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), all & ~HLB_HANDOVER_CARRY_WEIGHT);
@@ -112,12 +113,14 @@ static void test_handover_carries_by_the_rule_of_a_reload(void **state)
 	/* a weight past the most a hashlb takes: not one of its lines */
 	set.s.w = HASHLB_WEIGHT_MAX + 1;
 	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), all & ~HLB_HANDOVER_CARRY_WEIGHT);
+	assert_false(hlb_handover_weight_set(&set.s));
 	/* nothing set at run time (a line for a backend down): nothing carried */
 	assert_int_equal(hlb_handover_set_parse("set web a admin=ready/ready weight=1/1 "
 						"max_connections=0/0 health=down",
 						&set),
 			 0);
 	assert_int_equal(hlb_handover_carries(&set.s, &svc, &b), 0);
+	assert_false(hlb_handover_weight_set(&set.s));
 }
 
 int main(void)
