@@ -1208,6 +1208,29 @@ def an_upgrade_pre_check_asks_an_older_hashlb_as_before():
           and "only=" not in asked[1], f"only=settings, then as before, nothing else: {asked}")
 
 
+def an_upgrade_pre_check_asks_as_before_on_that_refusal_alone():
+    """The look at the weights asks the plain GET /sockets again only when GET
+    /sockets?only=settings is refused as a hashlb of before refuses it (400, unknown parameter
+    'only'): any other answer, another 400, a 403 from a proxy in front, a 500, a 503 while
+    busy, is no sign of an older hashlb, and asking the whole GET /sockets then would have the
+    old process send its sockets (and log it) for nothing. The look is skipped, as before
+    only=settings, and the upgrade asked: the new process checks the weights all the same."""
+    for code, text in (("400 Bad Request", "parameter 'only' given twice: give it once\n"),
+                       ("403 Forbidden", "unknown parameter 'only'\n"),
+                       ("500 Internal Server Error", "out of memory\n"),
+                       ("503 Service Unavailable", "busy\n")):
+        def answer(line):
+            if line.startswith("GET /sockets?") and "only=settings" in line:
+                return code, text
+            return "404 Not Found", "no such endpoint\n"
+
+        p, asked = _stand_in_precheck(answer)
+        check(len(asked) == 2 and "only=settings" in asked[0] and
+              asked[1].startswith("POST /upgrade"),
+              f"{code}: the look once, then the upgrade, no plain GET /sockets: {asked} "
+              f"{p.stderr!r}")
+
+
 def an_upgrade_pre_check_keeps_the_run_time_weights_alone():
     """hashlb ctl -c FILE upgrade's look at the weights keeps, of the "set" lines it reads, those
     with a weight set at run time alone, not a copy of every line (544 bytes each, five times
@@ -2002,6 +2025,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reloads_that_run_time_weights_leave_no_table_are_refused,
            an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front,
            an_upgrade_pre_check_asks_an_older_hashlb_as_before,
+           an_upgrade_pre_check_asks_as_before_on_that_refusal_alone,
            an_upgrade_pre_check_keeps_the_run_time_weights_alone,
            reloads_say_who_asked,
            reload_says_which_file_it_reloaded,
