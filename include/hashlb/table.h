@@ -283,6 +283,18 @@ size_t hashlb_table_bytes_unshared(const struct hashlb_table *t);
  */
 uint64_t hashlb_tables_shared_bytes(void);
 /*
+ * The bytes a total of the tables a caller holds (hlb_snapshot_tables_bytes(): those of the
+ * snapshots alive) gains as <t> joins it: hashlb_table_bytes_unshared(<t>), and each array
+ * tables share that <t> holds and no table in the total holds already, so that each counts
+ * once however many tables of the total hold it, and not at all while only tables outside it
+ * do (one being built, a config's check, a table held for another use). Add what it returns
+ * to the total. hashlb_table_unaccount() returns what the total loses as <t> leaves it: call
+ * it once for each hashlb_table_account(), before hashlb_table_free(<t>). An array knows how
+ * many accounted tables hold it, not which total: one such total per process. Any thread.
+ */
+uint64_t hashlb_table_account(const struct hashlb_table *t);
+uint64_t hashlb_table_unaccount(const struct hashlb_table *t);
+/*
  * Of hashlb_table_bytes(<t>), those <other> holds too: on Maglev, the slot arrays (2 bytes a
  * slot each; the full, effective and kept ones) that the two share rather than copy, one of
  * them made from the other by hashlb_table_with_down() or hashlb_table_rebuild(), or both

@@ -218,6 +218,7 @@ static int sort_points(const uint64_t *gen, const uint32_t *order, const uint32_
  */
 struct ring_points {
 	_Atomic uint32_t refs;
+	_Atomic uint32_t accounted; /* rings of accounted tables, hashlb_table_account() */
 	uint64_t pos[]; /* n + 1, then the n + 1 owners */
 };
 
@@ -235,6 +236,7 @@ static int ring_alloc(struct ring *r, uint32_t n)
 	if (!rp)
 		return -ENOMEM;
 	atomic_init(&rp->refs, 1);
+	atomic_init(&rp->accounted, 0);
 	r->n = n;
 	r->pos = rp->pos;
 	r->owner = (uint16_t *)(rp->pos + n + 1);
@@ -461,6 +463,13 @@ uint32_t ring_find_bsearch(const struct ring *r, uint64_t hash)
 			hi = mid;
 	}
 	return lo == r->n ? 0 : lo;
+}
+
+uint64_t ring_points_account(const struct ring *r, bool add)
+{
+	return r->pos ? table_accounted_step(&ring_points(r->pos)->accounted, add,
+					     ring_points_bytes(r))
+		      : 0;
 }
 
 void ring_free(struct ring *r)

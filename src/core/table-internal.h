@@ -6,6 +6,8 @@
 #ifndef HASHLB_TABLE_INTERNAL_H
 #define HASHLB_TABLE_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "hashlb/table.h"
 
 struct ring {
@@ -98,6 +100,19 @@ void tables_shared_bytes_add(uint64_t bytes);
 void tables_shared_bytes_sub(uint64_t bytes);
 
 /*
+ * One reference of an accounted table (hashlb_table_account()) more (<add>) or fewer on a
+ * shared array of <bytes> whose count of such references is <accounted>: the bytes the
+ * accounted total gains or loses, <bytes> at the first reference or the last, else 0.
+ */
+static inline uint64_t table_accounted_step(_Atomic uint32_t *accounted, bool add, uint64_t bytes)
+{
+	if (add)
+		return atomic_fetch_add_explicit(accounted, 1, memory_order_relaxed) == 0 ? bytes
+											  : 0;
+	return atomic_fetch_sub_explicit(accounted, 1, memory_order_relaxed) == 1 ? bytes : 0;
+}
+
+/*
  * hashlb_table_preference(), also saying in <ret_reads> (may be NULL) how
  * many entries and block summaries it read: what the walk costs.
  */
@@ -142,6 +157,8 @@ static inline size_t ring_points_bytes(const struct ring *r)
 {
 	return ((size_t)r->n + 1) * (sizeof(*r->pos) + sizeof(*r->owner));
 }
+/* table_accounted_step() on <r>'s points (0 for a ring without). */
+uint64_t ring_points_account(const struct ring *r, bool add);
 /* Build both indexes over r->pos. */
 int ring_index(struct ring *r);
 void ring_free(struct ring *r);

@@ -84,6 +84,7 @@ void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme 
  */
 struct slots_shared {
 	_Atomic uint32_t refs;
+	_Atomic uint32_t accounted; /* references of accounted tables, hashlb_table_account() */
 	/*
 	 * What apply_overlay() reads off the array as a table's effective slots, the same for
 	 * every table that holds it (its backends of the same names at the same indices): the
@@ -122,6 +123,7 @@ static uint16_t *slots_new(uint32_t m)
 	if (!sh)
 		return NULL;
 	atomic_init(&sh->refs, 1);
+	atomic_init(&sh->accounted, 0);
 	atomic_init(&sh->present, 0);
 	atomic_init(&sh->fp, 0);
 	sh->m = m;
@@ -549,6 +551,7 @@ static void owner_set_store(uint16_t *dst, const uint16_t *set, uint32_t n)
  */
 struct blocks_shared {
 	_Atomic uint32_t refs;
+	_Atomic uint32_t accounted; /* references of accounted tables, hashlb_table_account() */
 	uint32_t entries; /* the entries summarised, for hashlb_tables_shared_bytes() */
 	uint16_t blocks[][OWNER_SET];
 };
@@ -584,6 +587,7 @@ static int owner_blocks_build(const uint16_t *own, uint32_t n, uint16_t (**ret_b
 	if (!sh)
 		return -ENOMEM;
 	atomic_init(&sh->refs, 1);
+	atomic_init(&sh->accounted, 0);
 	sh->entries = n;
 	tables_shared_bytes_add(owner_blocks_bytes(n));
 	small = sh->blocks;
@@ -1575,6 +1579,35 @@ size_t hashlb_table_bytes(const struct hashlb_table *t)
 size_t hashlb_table_bytes_unshared(const struct hashlb_table *t)
 {
 	return t->bytes - table_bytes_refcounted(t);
+}
+
+/* table_accounted_step() on each shared array <t> holds, a step a reference: what the accounted
+ * total gains (<add>) or loses with <t> besides hashlb_table_bytes_unshared(<t>). */
+static uint64_t table_account_shared(const struct hashlb_table *t, bool add)
+{
+	uint64_t m = (uint64_t)t->params.maglev_m * sizeof(uint16_t), n = 0;
+	uint16_t *const slots[] = { t->full_slots, t->slots, t->kept_slots };
+
+	if (t->blocks)
+		n += table_accounted_step(&blocks_shared(t->blocks)->accounted, add,
+					  owner_blocks_bytes(blocks_shared(t->blocks)->entries));
+	if (t->params.scheme != HASHLB_SCHEME_MAGLEV)
+		return n + ring_points_account(&t->full_ring, add) +
+		       ring_points_account(&t->ring, add);
+	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
+		if (slots[i])
+			n += table_accounted_step(&slots_shared(slots[i])->accounted, add, m);
+	return n;
+}
+
+uint64_t hashlb_table_account(const struct hashlb_table *t)
+{
+	return hashlb_table_bytes_unshared(t) + table_account_shared(t, true);
+}
+
+uint64_t hashlb_table_unaccount(const struct hashlb_table *t)
+{
+	return hashlb_table_bytes_unshared(t) + table_account_shared(t, false);
 }
 
 /* Whether <slots> is one of <t>'s slot arrays. */

@@ -186,16 +186,14 @@ static int snapshot_prefixes(const struct hashlb_prefix *p, uint32_t n,
 	return hashlb_prefix_set_new(p, n, ret);
 }
 
-/* hlb_snapshot_tables_bytes(), but for the arrays tables share, which the core counts once
- * each (hashlb_tables_shared_bytes()): snapshots are freed on the control thread (replaced,
- * once the workers left them) and on a worker's (a removed service's, with its last
- * connection) */
-static _Atomic uint64_t tables_unshared;
+/* hlb_snapshot_tables_bytes(): the tables of the snapshots alive, each array they share once
+ * (hashlb_table_account()). Snapshots are freed on the control thread (replaced, once the
+ * workers left them) and on a worker's (a removed service's, with its last connection). */
+static _Atomic uint64_t tables_held;
 
 uint64_t hlb_snapshot_tables_bytes(void)
 {
-	return atomic_load_explicit(&tables_unshared, memory_order_relaxed) +
-	       hashlb_tables_shared_bytes();
+	return atomic_load_explicit(&tables_held, memory_order_relaxed);
 }
 
 static _Atomic uint64_t match_reads; /* hlb_match_reads() */
@@ -218,9 +216,17 @@ static void snapshot_count_table(struct hlb_snapshot *s, const struct hashlb_tab
 		     (t != s->table ? hashlb_table_bytes_shared(t, s->table) : 0);
 
 	s->tables_bytes += n;
-	s->tables_unshared += hashlb_table_bytes_unshared(t);
-	atomic_fetch_add_explicit(&tables_unshared, hashlb_table_bytes_unshared(t),
-				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&tables_held, hashlb_table_account(t), memory_order_relaxed);
+}
+
+/* <t>, one of <s>'s tables (NULL accepted), freed; it leaves hlb_snapshot_tables_bytes() if
+ * snapshot_count_table() counted it. */
+static void snapshot_free_table(struct hlb_snapshot *s, struct hashlb_table *t)
+{
+	if (t && s->tables_bytes)
+		atomic_fetch_sub_explicit(&tables_held, hashlb_table_unaccount(t),
+					  memory_order_relaxed);
+	hashlb_table_free(t);
 }
 
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
@@ -440,11 +446,10 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 	for (uint32_t i = 0; i < s->n_backends; i++)
 		hlb_backend_unref(s->backends[i]);
 	free(s->backends);
-	hashlb_table_free(s->table);
-	hashlb_table_free(s->retry_table);
-	hashlb_table_free(s->ramp_table);
-	hashlb_table_free(s->retry_ramp_table);
-	atomic_fetch_sub_explicit(&tables_unshared, s->tables_unshared, memory_order_relaxed);
+	snapshot_free_table(s, s->retry_table);
+	snapshot_free_table(s, s->ramp_table);
+	snapshot_free_table(s, s->retry_ramp_table);
+	snapshot_free_table(s, s->table);
 	hashlb_prefix_set_free(s->proxy_from);
 	hashlb_prefix_set_free(s->allow_clients);
 	hashlb_prefix_set_free(s->deny_clients);

@@ -482,20 +482,19 @@ struct hlb_snapshot {
 	/* hashlb_table_bytes() of the tables above, summed, less the arrays the side tables
 	 * share with <table> (hashlb_table_bytes_shared()): the service's table_bytes */
 	uint64_t tables_bytes;
-	/* hashlb_table_bytes_unshared() of the tables above, summed: counted in
-	 * hlb_snapshot_tables_bytes() from when each is built to the free */
-	uint64_t tables_unshared;
 };
 
 /*
  * The bytes of every table the snapshots alive hold, process-wide: those
  * published (with their retry and ramp tables), those replaced and not yet
- * freed (until the workers have left them, hlb_service_publish()), those a
- * removed service's connections still hold, and those being built. Each
- * table counts once, from its build to its free, and each array tables share
- * (slots, ring points, owner blocks) once however many hold it: a replaced table and the
- * one that replaced it, which shares its full slots, add up to what both hold,
- * not their sum (hashlb_tables_shared_bytes()). Any thread.
+ * freed (until the workers have left them, hlb_service_publish()), and those a
+ * removed service's connections still hold; a table counts from when its
+ * snapshot is complete (or it joins one) to the snapshot's free. Each array
+ * tables share (slots, ring points, owner blocks) counts once however many of
+ * those tables hold it (a replaced table and the one that replaced it, which
+ * shares its full slots, add up to what both hold, not their sum), and not at
+ * all while only tables outside any snapshot do: a config's, one being built
+ * (hashlb_table_account()). Any thread.
  */
 uint64_t hlb_snapshot_tables_bytes(void);
 

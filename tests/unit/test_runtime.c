@@ -233,6 +233,40 @@ static void test_snapshot_tables_bytes(void **state)
 }
 
 /*
+ * hlb_snapshot_tables_bytes() counts the tables snapshots hold and nothing else: a table built
+ * outside any (a config load's, the next health change's being built), even one that shares
+ * the published table's slots, leaves it as it was, and once the snapshots are freed it goes
+ * back to where it was with that table still alive. Before, it counted every slot array the
+ * process held: tables that serve no client showed in table_memory.
+ */
+static void test_snapshot_tables_bytes_only_snapshots(void **state)
+{
+	struct hashlb_backend_spec spec[3] = { { "a", 1, false },
+					       { "b", 2, false },
+					       { "c", 3, true } };
+	bool down[3] = { false, true, false };
+	struct hashlb_table *built, *shared;
+	struct hlb_snapshot *s1;
+	struct three f;
+	uint64_t base = hlb_snapshot_tables_bytes(), held;
+
+	three_backends(&f);
+	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
+	held = hlb_snapshot_tables_bytes();
+	assert_int_equal(held - base, hashlb_table_bytes(s1->table));
+	assert_int_equal(hlb_service_publish(f.svc, s1, f.rcu), 0);
+	assert_int_equal(hashlb_table_build(&f.sc.table, spec, 3, &built, NULL), 0);
+	assert_int_equal(hashlb_table_with_down(s1->table, down, &shared, NULL), 0);
+	assert_int_equal(hashlb_table_bytes_shared(shared, s1->table), 2 * 251);
+	assert_int_equal(hlb_snapshot_tables_bytes(), held);
+	three_free(&f); /* frees s1: the table sharing its slots outlives it */
+	assert_int_equal(hlb_snapshot_tables_bytes(), base);
+	hashlb_table_free(shared);
+	hashlb_table_free(built);
+	assert_int_equal(hlb_snapshot_tables_bytes(), base);
+}
+
+/*
  * A Maglev backend back from an outage, in slow start: its ramp table (it down) is the table
  * of its outage, and so is the table when it goes down again once the ramp is over (a flap);
  * neither costs a population (about 1 s each at the largest table size), the table it came
@@ -697,6 +731,7 @@ int main(void)
 		cmocka_unit_test(test_rcu_going_offline_is_quiescent),
 		cmocka_unit_test(test_snapshot_refresh_and_publish),
 		cmocka_unit_test(test_snapshot_tables_bytes),
+		cmocka_unit_test(test_snapshot_tables_bytes_only_snapshots),
 		cmocka_unit_test(test_return_keeps_the_outage_table),
 		cmocka_unit_test(test_flap_beside_an_idle_backup_copies),
 		cmocka_unit_test(test_refresh_from_retry_table_beside_a_weight0_change),
