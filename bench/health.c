@@ -6,7 +6,8 @@
  * table it came back in) and after a reload that reorders the config
  * (hashlb_table_rebuild() from that table), and a flap beside a backend down for good (an
  * idle backup is one), and a reload that leaves the backends as they are while one is down
- * (the table's own slot bytes, besides those it shares with the previous table, too), each
+ * (the table's own slot bytes, besides those it shares with the previous table, too), and
+ * a backend back up with weights more than 16 times apart (owner blocks), each
  * against the full build of the same table
  * measured in the same run, at the default M and the largest;
  * and where the clients of the backend that goes down land: on the table's
@@ -84,6 +85,28 @@ static double health_ms(const struct hashlb_table_params *p, const struct hashlb
 	return bench_median(t, (size_t)reps);
 }
 
+/* health_ms() of backend-0's return to all up (<b>, <n>, with <p>), from the table with it down
+ * that hashlb_table_with_down() made from the table with all up. */
+static double skewed_back_up_ms(const struct hashlb_table_params *p,
+				const struct hashlb_backend_spec *b, uint32_t n, int reps)
+{
+	struct hashlb_table *up, *down;
+	bool *off = calloc(n, sizeof(*off));
+	double ms;
+
+	if (!off || hashlb_table_build(p, b, n, &up, NULL) < 0)
+		abort();
+	off[0] = true;
+	if (hashlb_table_with_down(up, off, &down, NULL) < 0)
+		abort();
+	hashlb_table_free(up);
+	off[0] = false;
+	ms = health_ms(p, b, n, down, off, reps);
+	hashlb_table_free(down);
+	free(off);
+	return ms;
+}
+
 int bench_health(const struct bench_opts *o)
 {
 	static const char *const cols[] = { "M",
@@ -105,6 +128,8 @@ int bench_health(const struct bench_opts *o)
 					    "skewed: reload, its down kept, ms",
 					    "skewed: reload, its down kept / its build",
 					    "skewed: reload, its down kept: MiB its own",
+					    "skewed: back up ms",
+					    "skewed: back up / its build",
 					    "beside a down ms",
 					    "beside a down / build",
 					    "back beside it ms",
@@ -147,7 +172,8 @@ int bench_health(const struct bench_opts *o)
 		    "with the MiB of slots the reloaded table holds that the previous one does not "
 		    "(hashlb_table_bytes less hashlb_table_bytes_shared), and that reload with "
 		    "backend-1 at weight 100 (weights more than 16 times apart: the preference "
-		    "lists' owner blocks too). Then, over %u client "
+		    "lists' owner blocks too), and backend-0 back up with those weights (from "
+		    "the table of its outage made from the one with all up). Then, over %u client "
 		    "keys (src-ip) of the backend that goes down: how many land on the "
 		    "preference list's next of the table with all up (where a connect retried "
 		    "before the verdict goes), and on the backend a table built without it "
@@ -164,7 +190,7 @@ int bench_health(const struct bench_opts *o)
 					   *kept = calloc(n, sizeof(*kept));
 		bool *down = calloc(n, sizeof(*down));
 		double build, gone, again, back, flap, after_reload, beside, back_beside, reload;
-		double reload_skewed, build_skewed;
+		double reload_skewed, build_skewed, back_skewed;
 		size_t reload_own = 0, skewed_own = 0;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
@@ -187,6 +213,10 @@ int bench_health(const struct bench_opts *o)
 		 * preference lists' owner blocks too */
 		kept[1].weight = 100;
 		reload_skewed = skewed_reload_ms(&p, kept, n, reps, &skewed_own, &build_skewed);
+		/* and backend-0 back up, from the table of its outage made from the one with all up
+		 * (as a health change makes it) */
+		kept[0].down = false;
+		back_skewed = skewed_back_up_ms(&p, kept, n, reps);
 		kept[1].weight = b[1].weight;
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
@@ -253,6 +283,8 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.2f", reload_skewed);
 		report_num(&r, "%.3f", reload_skewed / build_skewed);
 		report_num(&r, "%.1f", (double)skewed_own / (1 << 20));
+		report_num(&r, "%.2f", back_skewed);
+		report_num(&r, "%.3f", back_skewed / build_skewed);
 		report_num(&r, "%.2f", beside);
 		report_num(&r, "%.3f", beside / build);
 		report_num(&r, "%.2f", back_beside);

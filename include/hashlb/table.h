@@ -300,7 +300,8 @@ uint64_t hashlb_table_unaccount(const struct hashlb_table *t);
  * them made from the other by hashlb_table_with_down() or hashlb_table_rebuild(), or both
  * from a third; on the ring, the full ring's points (10 bytes a point), which
  * hashlb_table_with_down() shares; and the owner blocks (weights more than 16 times apart) when
- * the two share them, their effective entries being one array; else 0. What a table made from
+ * the two share them, over one array (the effective entries of both, or the full ones a
+ * table with backends down keeps them over); else 0. What a table made from
  * <other> adds to the memory held while both live.
  */
 size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other);
@@ -314,7 +315,9 @@ size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hash
  * those down of weight 0) holds one (two when it keeps the table of an
  * outage, hashlb_table_with_down()); for the ring, two rings and their
  * indexes; with weights more than 16 times apart, the
- * owner blocks of the preference lists (1/8 byte a slot or point). A
+ * owner blocks of the preference lists (1/8 byte a slot or point), twice: over the effective
+ * entries, and over the full ones that a table with backends down keeps from the table with
+ * all up it was made from (hashlb_table_with_down()), for the return. A
  * build's scratch, freed before it returns, is not counted (the max_bytes
  * cap counts it). Computed from the parameters, nothing built; UINT64_MAX
  * when the ring would have 2^31 points or more.

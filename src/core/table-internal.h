@@ -87,6 +87,10 @@ struct hashlb_table {
 	/* The owner blocks over slots or ring.owner: (n >> OWNER_SMALL_BITS) + 1
 	 * small ones, then the large ones; NULL when not kept. */
 	uint16_t (*blocks)[OWNER_SET];
+	/* With backends down that own entries, the owner blocks over full_slots or
+	 * full_ring.owner where the table it was made from held them (its own, with none
+	 * down): a return to all up takes them, not builds them. NULL otherwise. */
+	uint16_t (*full_blocks)[OWNER_SET];
 
 	uint64_t fingerprint;
 	/* fingerprint and n_present copied from a table of the same effective slots */

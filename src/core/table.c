@@ -175,6 +175,7 @@ void hashlb_table_free(struct hashlb_table *t)
 	slots_unref(t->kept_slots);
 	free(t->kept_down);
 	blocks_unref(t->blocks);
+	blocks_unref(t->full_blocks);
 	ring_free(&t->full_ring);
 	ring_free(&t->ring);
 	free(t);
@@ -309,8 +310,8 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
 		/* full, effective and kept slots, and the kept table's down set */
 		bytes += 3ull * p->maglev_m * sizeof(uint16_t) + n;
-		if (skewed)
-			bytes += owner_blocks_bytes(p->maglev_m);
+		if (skewed) /* over the effective and the full slots */
+			bytes += 2 * owner_blocks_bytes(p->maglev_m);
 	} else {
 		uint64_t pts = (uint64_t)p->ring_v * weight_sum;
 
@@ -321,8 +322,8 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 		 * exported index (<= 4) and the lookup index (<= 16) */
 		bytes += pts * (2 * (8 + 2) + 4 + 16);
 		bytes += pts * 2 * sizeof(uint64_t) * 2; /* build scratch: two point arrays */
-		if (skewed)
-			bytes += owner_blocks_bytes(pts);
+		if (skewed) /* over the effective and the full points */
+			bytes += 2 * owner_blocks_bytes(pts);
 	}
 	return bytes;
 }
@@ -341,9 +342,9 @@ uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
 	bytes = table_base_bytes((uint32_t)n, names_len);
 	if (prm.scheme == HASHLB_SCHEME_MAGLEV)
 		/* apply_overlay(): the full, effective and kept slots, the kept
-		 * table's down set, and the owner blocks over the effective ones */
+		 * table's down set, and the owner blocks over the effective and the full ones */
 		return bytes + 3ull * prm.maglev_m * sizeof(uint16_t) + n +
-		       (skewed ? owner_blocks_bytes(prm.maglev_m) : 0);
+		       (skewed ? 2 * owner_blocks_bytes(prm.maglev_m) : 0);
 	pts *= prm.ring_v;
 	if (pts >= (1ull << 31))
 		return UINT64_MAX;
@@ -351,9 +352,9 @@ uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
 	 * sentinel each; ring_index()'s exported index, at most one entry a
 	 * point and one more (4 bytes), and its lookup index, fewer than two
 	 * a point or two (4 bytes): 32 bytes a point, and a point more; and
-	 * the owner blocks over the effective ring's points. */
+	 * the owner blocks over the effective ring's points and the full one's. */
 	return bytes + (pts + 1) * (2 * (8 + 2) + 4 + 2 * 4) +
-	       (skewed ? owner_blocks_bytes(pts) : 0);
+	       (skewed ? 2 * owner_blocks_bytes(pts) : 0);
 }
 
 static int validate(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
@@ -559,6 +560,12 @@ struct blocks_shared {
 static struct blocks_shared *blocks_shared(const uint16_t (*blocks)[OWNER_SET])
 {
 	return (struct blocks_shared *)((char *)blocks - offsetof(struct blocks_shared, blocks));
+}
+
+/* The bytes of <blocks> (NULL: 0). */
+static size_t blocks_bytes(const uint16_t (*blocks)[OWNER_SET])
+{
+	return blocks ? owner_blocks_bytes(blocks_shared(blocks)->entries) : 0;
 }
 
 /* Drop a reference to <blocks> (NULL accepted): freed with the last. */
@@ -843,7 +850,7 @@ static int table_summary(struct hashlb_table *t)
  */
 static size_t table_bytes_refcounted(const struct hashlb_table *t)
 {
-	size_t n = t->blocks ? owner_blocks_bytes(blocks_shared(t->blocks)->entries) : 0;
+	size_t n = blocks_bytes(t->blocks) + blocks_bytes(t->full_blocks);
 
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)
 		return n + (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
@@ -861,9 +868,41 @@ static const uint16_t *table_owners(const struct hashlb_table *t, uint32_t *ret_
 	return maglev ? t->slots : t->ring.owner;
 }
 
+/* The owners of <t>'s full entries (Maglev's full slots, the full ring's points), and how
+ * many: table_owners()'s when none that owns any is down, the same array. */
+static const uint16_t *table_full_owners(const struct hashlb_table *t, uint32_t *ret_n)
+{
+	bool maglev = t->params.scheme == HASHLB_SCHEME_MAGLEV;
+
+	*ret_n = maglev ? t->params.maglev_m : t->full_ring.n;
+	return maglev ? t->full_slots : t->full_ring.owner;
+}
+
+/* The owner blocks <t> holds over the <n> owners <own> (its effective or its full entries, by
+ * array), or NULL. */
+static uint16_t (*blocks_over(const struct hashlb_table *t, const uint16_t *own,
+			      uint32_t n))[OWNER_SET]
+{
+	uint32_t tn;
+
+	if (t->blocks && table_owners(t, &tn) == own && tn == n)
+		return t->blocks;
+	if (t->full_blocks && table_full_owners(t, &tn) == own && tn == n)
+		return t->full_blocks;
+	return NULL;
+}
+
+/* <blocks> (NULL accepted), one more reference held. */
+static uint16_t (*blocks_ref(uint16_t (*blocks)[OWNER_SET]))[OWNER_SET]
+{
+	if (blocks)
+		atomic_fetch_add_explicit(&blocks_shared(blocks)->refs, 1, memory_order_relaxed);
+	return blocks;
+}
+
 /* Build the effective table from the full one and t->down; <src> (NULL for a build) is the
- * table <t> is made from, whose owner blocks <t> holds too where their effective entries are
- * the same array. */
+ * table <t> is made from, whose owner blocks <t> holds too where they are over the same array
+ * (its effective entries, or its full ones that a table with backends down keeps them over). */
 static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src)
 {
 	int ret = 0;
@@ -896,16 +935,16 @@ static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src)
 	if (ret < 0)
 		return ret;
 	if (t->skewed) {
-		uint32_t n, src_n;
-		const uint16_t *own = table_owners(t, &n);
+		uint32_t n, full_n;
+		const uint16_t *own = table_owners(t, &n), *full = table_full_owners(t, &full_n);
 
-		if (src && src->blocks && table_owners(src, &src_n) == own && src_n == n) {
-			t->blocks = src->blocks;
-			atomic_fetch_add_explicit(&blocks_shared(t->blocks)->refs, 1,
-						  memory_order_relaxed);
-		} else if ((ret = owner_blocks_build(own, n, &t->blocks)) < 0) {
+		t->blocks = blocks_ref(src ? blocks_over(src, own, n) : NULL);
+		if (!t->blocks && (ret = owner_blocks_build(own, n, &t->blocks)) < 0)
 			return ret;
-		}
+		/* with backends down, the blocks over the full entries too where <src> holds
+		 * them: the table with them back up takes them rather than builds them */
+		if (own != full)
+			t->full_blocks = blocks_ref(src ? blocks_over(src, full, full_n) : NULL);
 	}
 	t->bytes = table_base_bytes(t->n, 0) + table_bytes_refcounted(t);
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)
@@ -1590,7 +1629,10 @@ static uint64_t table_account_shared(const struct hashlb_table *t, bool add)
 
 	if (t->blocks)
 		n += table_accounted_step(&blocks_shared(t->blocks)->accounted, add,
-					  owner_blocks_bytes(blocks_shared(t->blocks)->entries));
+					  blocks_bytes(t->blocks));
+	if (t->full_blocks)
+		n += table_accounted_step(&blocks_shared(t->full_blocks)->accounted, add,
+					  blocks_bytes(t->full_blocks));
 	if (t->params.scheme != HASHLB_SCHEME_MAGLEV)
 		return n + ring_points_account(&t->full_ring, add) +
 		       ring_points_account(&t->ring, add);
@@ -1616,12 +1658,17 @@ static bool slots_held(const struct hashlb_table *t, const uint16_t *slots)
 	return slots && (slots == t->full_slots || slots == t->slots || slots == t->kept_slots);
 }
 
-/* The bytes of <t>'s owner blocks when <other> holds them too. */
+/* Whether <other> holds <blocks> (NULL: no). */
+static bool blocks_held(const struct hashlb_table *other, const uint16_t (*blocks)[OWNER_SET])
+{
+	return blocks && (blocks == other->blocks || blocks == other->full_blocks);
+}
+
+/* The bytes of <t>'s owner blocks that <other> holds too. */
 static size_t blocks_shared_bytes(const struct hashlb_table *t, const struct hashlb_table *other)
 {
-	return t->blocks && t->blocks == other->blocks
-		       ? owner_blocks_bytes(blocks_shared(t->blocks)->entries)
-		       : 0;
+	return (blocks_held(other, t->blocks) ? blocks_bytes(t->blocks) : 0) +
+	       (blocks_held(other, t->full_blocks) ? blocks_bytes(t->full_blocks) : 0);
 }
 
 size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other)

@@ -569,9 +569,10 @@ static void test_accessors(void **state)
 
 /*
  * hashlb_table_bytes_max() bounds what a table holds whichever backends
- * are down (a config's tables are counted so against table_memory), and
- * for Maglev is what one with a backend down holds (three arrays), not the
- * one array of a table with all up.
+ * are down, built so or by a health change from the table with all up (a
+ * config's tables are counted so against table_memory), and for Maglev is
+ * what one with a backend down holds (three arrays), not the one array of a
+ * table with all up.
  */
 static void test_bytes_max_bounds_the_table(void **state)
 {
@@ -611,10 +612,32 @@ static void test_bytes_max_bounds_the_table(void **state)
 						 "above the %llu of hashlb_table_bytes_max()",
 						 hashlb_scheme_name(schemes[s]), n, down,
 						 hashlb_table_bytes(t), (unsigned long long)max);
-				/* Maglev with one down: its three arrays, and the names */
+				hashlb_table_free(t);
+			}
+			/* made from the table with all up (a health change), it holds the
+			 * owner blocks over the full entries too; Maglev with one down: its
+			 * three arrays, both blocks and the names */
+			for (size_t down = 1; down < 4; down++) {
+				struct hashlb_table *up = NULL, *t = NULL;
+				bool off[100];
+
+				for (size_t i = 0; i < n; i++) {
+					b.spec[i].down = false;
+					off[i] = down == 3 || (down == 1 && i == 0) ||
+						 (down == 2 && i + 1 < n);
+				}
+				assert_int_equal(hashlb_table_build(&p, b.spec, n, &up, NULL), 0);
+				assert_int_equal(hashlb_table_with_down(up, off, &t, NULL), 0);
+				if (hashlb_table_bytes(t) > max)
+					fail_msg(
+						"%s, %zu backends, down set %zu from all up: %zu "
+						"bytes, above the %llu of hashlb_table_bytes_max()",
+						hashlb_scheme_name(schemes[s]), n, down,
+						hashlb_table_bytes(t), (unsigned long long)max);
 				if (schemes[s] == HASHLB_SCHEME_MAGLEV && down == 1)
 					assert_true(max - hashlb_table_bytes(t) < 256 * n);
 				hashlb_table_free(t);
+				hashlb_table_free(up);
 			}
 			test_backends_free(&b);
 		}
