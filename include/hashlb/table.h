@@ -269,24 +269,17 @@ size_t hashlb_table_bytes(const struct hashlb_table *t);
 /*
  * Of hashlb_table_bytes(<t>), those outside the arrays that tables share (Maglev's slot
  * arrays, 2 bytes a slot each; a ring's points, 10 bytes a point and one more; the owner
- * blocks): what the table holds that hashlb_tables_shared_bytes() does not count.
+ * blocks): what the table holds alone, which hashlb_table_account() counts for it whatever
+ * other tables hold.
  */
 size_t hashlb_table_bytes_unshared(const struct hashlb_table *t);
-/*
- * The bytes of the arrays that tables share (those hashlb_table_bytes() counts and
- * hashlb_table_bytes_unshared() does not), of every table this process holds, each array
- * counted once however many tables hold it, from its allocation to the free of the last
- * table holding it: with each live table's hashlb_table_bytes_unshared(), the bytes the
- * tables hold, where a sum of hashlb_table_bytes() counts an array once a table holding it
- * (a table and the one hashlb_table_with_down() or hashlb_table_rebuild() made from it: up
- * to 96 MiB twice at the largest M). Any thread.
- */
-uint64_t hashlb_tables_shared_bytes(void);
 /*
  * The bytes a total of the tables a caller holds (hlb_snapshot_tables_bytes(): those of the
  * snapshots alive) gains as <t> joins it: hashlb_table_bytes_unshared(<t>), and each array
  * tables share that <t> holds and no table in the total holds already, so that each counts
- * once however many tables of the total hold it, and not at all while only tables outside it
+ * once however many tables of the total hold it (where a sum of hashlb_table_bytes() counts
+ * it once a table: a table and the one hashlb_table_with_down() or hashlb_table_rebuild() made
+ * from it, up to 96 MiB twice at the largest M), and not at all while only tables outside it
  * do (one being built, a config's check, a table held for another use). Add what it returns
  * to the total. hashlb_table_unaccount() returns what the total loses as <t> leaves it: call
  * it once for each hashlb_table_account(), before hashlb_table_free(<t>). An array knows how

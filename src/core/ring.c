@@ -240,7 +240,6 @@ static int ring_alloc(struct ring *r, uint32_t n)
 	r->n = n;
 	r->pos = rp->pos;
 	r->owner = (uint16_t *)(rp->pos + n + 1);
-	tables_shared_bytes_add(ring_points_bytes(r));
 	return 0;
 }
 
@@ -476,11 +475,8 @@ void ring_free(struct ring *r)
 {
 	struct ring_points *rp = r->pos ? ring_points(r->pos) : NULL;
 
-	if (rp && atomic_fetch_sub_explicit(&rp->refs, 1, memory_order_acq_rel) == 1) {
-		/* r->n is theirs: ring_alloc() and ring_share() set it */
-		tables_shared_bytes_sub(ring_points_bytes(r));
+	if (rp && atomic_fetch_sub_explicit(&rp->refs, 1, memory_order_acq_rel) == 1)
 		free(rp);
-	}
 	free(r->bucket);
 	free(r->hot);
 	memset(r, 0, sizeof(*r));

@@ -98,11 +98,6 @@ struct hashlb_table {
 	size_t bytes;
 };
 
-/* hashlb_tables_shared_bytes() as a refcounted array is allocated and freed (its last
- * reference dropped): the bytes hashlb_table_bytes() counts for it. */
-void tables_shared_bytes_add(uint64_t bytes);
-void tables_shared_bytes_sub(uint64_t bytes);
-
 /*
  * One reference of an accounted table (hashlb_table_account()) more (<add>) or fewer on a
  * shared array of <bytes> whose count of such references is <accounted>: the bytes the

@@ -93,27 +93,9 @@ struct slots_shared {
 	 * was, rather than read M slots twice. Written once the fingerprint is (release).
 	 */
 	_Atomic uint32_t present;
-	uint32_t m; /* entries, for hashlb_tables_shared_bytes() */
 	_Atomic uint64_t fp;
 	uint16_t slots[];
 };
-
-static _Atomic uint64_t shared_bytes; /* hashlb_tables_shared_bytes() */
-
-void tables_shared_bytes_add(uint64_t bytes)
-{
-	atomic_fetch_add_explicit(&shared_bytes, bytes, memory_order_relaxed);
-}
-
-void tables_shared_bytes_sub(uint64_t bytes)
-{
-	atomic_fetch_sub_explicit(&shared_bytes, bytes, memory_order_relaxed);
-}
-
-uint64_t hashlb_tables_shared_bytes(void)
-{
-	return atomic_load_explicit(&shared_bytes, memory_order_relaxed);
-}
 
 /* A new slot array of <m> entries, one reference held; NULL if no memory. */
 static uint16_t *slots_new(uint32_t m)
@@ -126,8 +108,6 @@ static uint16_t *slots_new(uint32_t m)
 	atomic_init(&sh->accounted, 0);
 	atomic_init(&sh->present, 0);
 	atomic_init(&sh->fp, 0);
-	sh->m = m;
-	tables_shared_bytes_add((uint64_t)m * sizeof(sh->slots[0]));
 	return sh->slots;
 }
 
@@ -151,10 +131,8 @@ static void slots_unref(uint16_t *slots)
 	if (!slots)
 		return;
 	sh = slots_shared(slots);
-	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) {
-		tables_shared_bytes_sub((uint64_t)sh->m * sizeof(sh->slots[0]));
+	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1)
 		free(sh);
-	}
 }
 
 static void blocks_unref(uint16_t (*blocks)[OWNER_SET]);
@@ -553,7 +531,7 @@ static void owner_set_store(uint16_t *dst, const uint16_t *set, uint32_t n)
 struct blocks_shared {
 	_Atomic uint32_t refs;
 	_Atomic uint32_t accounted; /* references of accounted tables, hashlb_table_account() */
-	uint32_t entries; /* the entries summarised, for hashlb_tables_shared_bytes() */
+	uint32_t entries; /* the entries summarised, for blocks_bytes() */
 	uint16_t blocks[][OWNER_SET];
 };
 
@@ -576,10 +554,8 @@ static void blocks_unref(uint16_t (*blocks)[OWNER_SET])
 	if (!blocks)
 		return;
 	sh = blocks_shared(blocks);
-	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) {
-		tables_shared_bytes_sub(owner_blocks_bytes(sh->entries));
+	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1)
 		free(sh);
-	}
 }
 
 /* The owner blocks over the <n> owners <own> into <ret_blocks>, one reference held. -ENOMEM. */
@@ -596,7 +572,6 @@ static int owner_blocks_build(const uint16_t *own, uint32_t n, uint16_t (**ret_b
 	atomic_init(&sh->refs, 1);
 	atomic_init(&sh->accounted, 0);
 	sh->entries = n;
-	tables_shared_bytes_add(owner_blocks_bytes(n));
 	small = sh->blocks;
 	for (uint32_t q = 0; q < n_large; q++) {
 		uint16_t lset[OWNER_SET];
@@ -843,8 +818,8 @@ static int table_summary(struct hashlb_table *t)
 }
 
 /*
- * Of <t>'s bytes, those of its refcounted arrays, which hashlb_tables_shared_bytes() counts as
- * they are allocated and freed: Maglev's full, effective (if its own) and kept slots, the ring's
+ * Of <t>'s bytes, those of its refcounted arrays, which hashlb_table_account() counts once
+ * however many accounted tables hold them: Maglev's full, effective (if its own) and kept slots, the ring's
  * full points and effective ones (if its own), and the owner blocks. Worked out, not kept:
  * the table's size is in what hashlb_table_bytes() and the memory cap count.
  */

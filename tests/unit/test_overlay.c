@@ -531,18 +531,19 @@ static void test_all_up_holds_no_survivors(void **state)
 }
 
 /*
- * <up> and <t>, made from it, the only tables alive but those that held <shared> bytes of
- * arrays (hashlb_tables_shared_bytes()) before <up> was built: their unshared bytes and the
- * arrays alive add up to what both count less what they share, each array once (the process's
- * table memory).
+ * <up> and <t>, made from it, accounted together (hashlb_table_account(), as snapshots count
+ * their tables): what they add up to is what both count less what they share, each array once,
+ * whichever joins first; and what they take away as they leave, the same.
  */
-static void assert_tables_counted_once(const struct hashlb_table *up, const struct hashlb_table *t,
-				       uint64_t shared)
+static void assert_tables_counted_once(const struct hashlb_table *up, const struct hashlb_table *t)
 {
-	assert_int_equal(hashlb_table_bytes_unshared(up) + hashlb_table_bytes_unshared(t) +
-				 hashlb_tables_shared_bytes() - shared,
-			 hashlb_table_bytes(up) + hashlb_table_bytes(t) -
-				 hashlb_table_bytes_shared(t, up));
+	uint64_t both =
+		hashlb_table_bytes(up) + hashlb_table_bytes(t) - hashlb_table_bytes_shared(t, up);
+
+	assert_int_equal(hashlb_table_account(up) + hashlb_table_account(t), both);
+	assert_int_equal(hashlb_table_unaccount(t) + hashlb_table_unaccount(up), both);
+	assert_int_equal(hashlb_table_account(t) + hashlb_table_account(up), both);
+	assert_int_equal(hashlb_table_unaccount(up) + hashlb_table_unaccount(t), both);
 }
 
 /*
@@ -560,14 +561,14 @@ static void test_with_down_shares_full_slots(void **state)
 	struct hashlb_table_view v, w;
 	bool down[4] = { false, false, false, true };
 	size_t before, used, built_used;
-	uint64_t shared = hashlb_tables_shared_bytes();
+	size_t live = heap_live;
 
 	test_backends_init(&b, 4, "srv-");
 	up = test_build(HASHLB_SCHEME_MAGLEV, m, 5, b.spec, 4);
 	before = heap_live;
 	t = with_down(up, down); /* its own survivors' table kept, as the build keeps it */
 	used = heap_live - before;
-	assert_tables_counted_once(up, t, shared);
+	assert_tables_counted_once(up, t);
 	b.spec[3].down = true;
 	before = heap_live;
 	built = test_build(HASHLB_SCHEME_MAGLEV, m, 5, b.spec, 4);
@@ -588,8 +589,8 @@ static void test_with_down_shares_full_slots(void **state)
 	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(built));
 	hashlb_table_free(t);
 	hashlb_table_free(built);
-	assert_int_equal(hashlb_tables_shared_bytes(), shared);
 	test_backends_free(&b);
+	assert_int_equal(heap_live, live); /* the arrays they shared freed with the last */
 }
 
 /*
@@ -607,7 +608,8 @@ static void test_ring_with_down_shares_full_ring(void **state)
 	struct hashlb_table_view tv, bv;
 	bool down[4] = { false, true, false, false };
 	size_t before, used, built_used, ring;
-	uint64_t *h, shared = hashlb_tables_shared_bytes();
+	uint64_t *h;
+	size_t live = heap_live;
 	size_t nh;
 
 	test_backends_init(&b, 4, "rg-");
@@ -617,7 +619,7 @@ static void test_ring_with_down_shares_full_ring(void **state)
 	before = heap_live;
 	t = with_down(up, down);
 	used = heap_live - before;
-	assert_tables_counted_once(up, t, shared);
+	assert_tables_counted_once(up, t);
 	b.spec[1].down = true;
 	before = heap_live;
 	built = test_build(HASHLB_SCHEME_RING, v, 9, b.spec, 4);
@@ -651,8 +653,8 @@ static void test_ring_with_down_shares_full_ring(void **state)
 	assert_int_equal(hashlb_table_fingerprint(back), hashlb_table_fingerprint(built));
 	hashlb_table_free(built);
 	hashlb_table_free(back);
-	assert_int_equal(hashlb_tables_shared_bytes(), shared);
 	test_backends_free(&b);
+	assert_int_equal(heap_live, live); /* the arrays they shared freed with the last */
 }
 
 /* <t>'s preference lists of 5 are <built>'s, over 2000 keys of <ks>. */
@@ -682,7 +684,8 @@ static void test_owner_blocks_shared(void **state)
 	struct test_backends b;
 	struct hashlb_table *down, *reloaded, *idle, *built;
 	bool off[5] = { true, false, false, false, false };
-	uint64_t shared = hashlb_tables_shared_bytes(), ks = 3;
+	uint64_t ks = 3;
+	size_t live = heap_live;
 
 	test_backends_init(&b, 5, "sk-");
 	b.spec[2].weight = 100;
@@ -702,8 +705,8 @@ static void test_owner_blocks_shared(void **state)
 	assert_same_preferences(idle, built, &ks);
 	hashlb_table_free(idle);
 	hashlb_table_free(built);
-	assert_int_equal(hashlb_tables_shared_bytes(), shared);
 	test_backends_free(&b);
+	assert_int_equal(heap_live, live); /* the arrays they shared freed with the last */
 }
 
 /*
