@@ -633,6 +633,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		/* FILE:LINE:COL: error: WHAT, as the reload's answer and hashlb check say it */
 		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: error: %s\n",
 			       err_where(e, ctl->config_path, where, sizeof(where)), e->msg);
+	/* resolve.last_errors, a line each (a name that failed, then the addresses refused):
+	 * in /status alone, an operator reading this saw nothing failing */
+	if (ctl->n_last_resolve_errs)
+		hlb_buf_printf(o, "last resolve round FAILED (%u error%s):\n",
+			       ctl->n_last_resolve_errs, hlb_plural(ctl->n_last_resolve_errs));
+	for (uint32_t i = 0; i < ctl->n_last_resolve_errs; i++)
+		hlb_buf_printf(o, "  %s\n", ctl->last_resolve_errs[i]);
 	if (ctl->stopping)
 		hlb_buf_puts(o, "STOPPING: no new connections; the open ones drain\n");
 	if (ctl->upgrade_state) {

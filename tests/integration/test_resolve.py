@@ -1138,6 +1138,14 @@ def refused_with_a_failing_name(tag, first, weight_set):
           "over table_memory 1MiB (1048576): raise it" in errs[1] and
           res["last_error"] == errs[1],
           f"/status lists both of the round's errors, the refusal its last_error: {res}")
+    # hashlb ctl status too, a line each under one that says the round failed (before, it
+    # said nothing: an operator reading it saw every name resolving)
+    rc, so, se = lb.ctl("status")
+    lines = so.splitlines()
+    at = next((i for i, ln in enumerate(lines)
+               if ln.startswith("last resolve round FAILED (2 errors):")), None)
+    check(rc == 0 and at is not None and lines[at + 1:at + 3] == [f"  {e}" for e in errs],
+          f"ctl status says the round failed, with both errors: {rc} {so[:600]} {se}")
 
     # pool's addresses within the cap: applied (other still failing); then past it again, a
     # refusal of other addresses than those now in use: said again, not taken for the first
@@ -1148,6 +1156,9 @@ def refused_with_a_failing_name(tag, first, weight_set):
     check(len(res["last_errors"]) == 1 and "other" in res["last_errors"][0] and
           res["last_error"] == res["last_errors"][0],
           f"a round with the name failing alone lists it alone: {res}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and f"last resolve round FAILED (1 error):\n  {res['last_errors'][0]}\n"
+          in so, f"and so does ctl status: {rc} {so[:600]} {se}")
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))
     refused = "names resolved, their new addresses refused"
     check(lb.wait(lambda: len(msg_lines(lb, refused)) >= 2, timeout=15) is not None,
@@ -1215,6 +1226,9 @@ def failing_name_logged_once():
     res = lb.status()["resolve"]
     check(res["last_errors"] == [] and res["last_error"] is None,
           f"/status: no error once a round resolves every name: {res}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and "config" in so and "resolve round" not in so,
+          f"nor in ctl status: {rc} {so[:600]} {se}")
     names.set_hosts("127.0.0.1 alpha\n")
     rounds_after(2)
     got = msg_lines(lb, "names not resolved")
