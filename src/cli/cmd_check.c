@@ -125,10 +125,20 @@ static const char *drain(uint32_t ms, char buf[HASHLB_DURATION_STRLEN])
 	return buf;
 }
 
+/* Of a kernel-steered service's failed connects, which count (passive-only health's, or
+ * toward fall with checks on): the kernel path connects to no backend, but the daemon's own
+ * listener on the VIP does while the kernel has no table of the service, and its failed
+ * connects count as the forwarder's do (it said nothing of them, as if none could), in the
+ * words the timeouts and limits lines use for that listener. */
+#define KERNEL_PASSIVE                                                                           \
+	" (only from the connects of clients the daemon's listener serves while the kernel has " \
+	"no table of the service: kernel steering opens none)"
+
 static void print_health(const struct hashlb_service_cfg *s)
 {
 	const struct hashlb_health_cfg *h = &s->health;
 	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
+	bool kernel = s->steering == HASHLB_STEERING_KERNEL;
 
 	if (!h->enabled && hashlb_service_passive_only(s) != HASHLB_PASSIVE_ONLY_APPLIES) {
 		printf("  health       off (every backend counts as up)\n");
@@ -137,18 +147,10 @@ static void print_health(const struct hashlb_service_cfg *s)
 	if (!h->enabled) {
 		/* docs/control.md, "Health": passive-only health, checks off */
 		/* as the keys are written, in 80 columns as the line of checks (with kernel
-		 * steering, what for, as the timeouts and limits say it) */
+		 * steering, what for) */
 		printf("  health       passive only (checks off): fall %" PRIu32
-		       ", passive_hold %s",
-		       h->fall, duration(h->passive_hold_ms, d1));
-		/* the kernel path connects to no backend, but the daemon's own listener on the VIP
-		 * does while the kernel has no table of the service, and its failed connects hold a
-		 * backend as the forwarder's do (it printed "off", as if none could) */
-		if (s->steering == HASHLB_STEERING_KERNEL)
-			printf(" (only from the connects of clients the daemon's listener serves "
-			       "while the kernel has no table of the service: kernel steering opens "
-			       "none)");
-		printf("\n");
+		       ", passive_hold %s%s\n",
+		       h->fall, duration(h->passive_hold_ms, d1), kernel ? KERNEL_PASSIVE : "");
 		return;
 	}
 	printf("  health       every %s, timeout %s, rise %" PRIu32 ", fall %" PRIu32,
@@ -167,6 +169,8 @@ static void print_health(const struct hashlb_service_cfg *s)
 		printf(", close_on_down");
 	if (!h->passive)
 		printf(", passive off");
+	else if (kernel) /* passive checks on, said as the line without checks says them */
+		printf(", failed connects count toward fall" KERNEL_PASSIVE);
 	printf("\n");
 }
 

@@ -190,6 +190,21 @@ r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    ste
                  "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
 want = "  health       off (every backend counts as up)\n"
 check(r.returncode == 0 and want in r.stdout, f"and off for its lone backend: {r.stdout}{r.stderr}")
+# with checks on too: those connects' failures count toward fall (passive checks), as the
+# forwarder's do (it said nothing of them, as if kernel steering made none); passive off: none
+kernel_checks = ("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
+                 "    interface: lo\n    health: {%s}\n"
+                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n"
+                 "      - {name: b, address: 127.0.0.1:18382}\n")
+r = check_config(kernel_checks % "interval: 5s")
+want = ("  health       every 5s, timeout 1s, rise 2, fall 3, failed connects count toward fall "
+        "(only from the connects of clients the daemon's listener serves while the kernel has "
+        "no table of the service: kernel steering opens none)\n")
+check(r.returncode == 0 and want in r.stdout,
+      f"check says a kernel-steered service's passive checks with checks on: {r.stdout}{r.stderr}")
+r = check_config(kernel_checks % "interval: 5s, passive: false")
+want = "  health       every 5s, timeout 1s, rise 2, fall 3, passive off\n"
+check(r.returncode == 0 and want in r.stdout, f"and passive off as before: {r.stdout}{r.stderr}")
 
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
