@@ -241,6 +241,7 @@ static void resolve_cleared(struct hlb_control *ctl, enum resolve_failure what)
 /* Every name resolved (a round, or a reload): say so if they had failed. */
 static void resolve_recovered(struct hlb_control *ctl)
 {
+	ctl->n_last_resolve_errs = 0; /* a reload's too: its names all resolved */
 	if (!ctl->resolve_fail_rounds)
 		return;
 	control_log(ctl, HLB_LOG_INFO, "names resolve again", "rounds_failed=%" PRIu64,
@@ -255,7 +256,6 @@ static void resolve_ok(struct hlb_control *ctl, bool ok)
 	if (!ok)
 		return;
 	ctl->resolves_ok++;
-	ctl->n_last_resolve_errs = 0;
 	resolve_recovered(ctl);
 }
 

@@ -1234,6 +1234,16 @@ def failing_name_logged_once():
     got = msg_lines(lb, "names not resolved")
     check(len(got) == 3 and "rounds_failed=1" in got[2],
           f"a failure after that is logged again, once: {got[2:]}")
+    # a reload that drops the failing name resolves every name itself: no error left in
+    # /status (before, the last round's stayed until the next round, here an hour away)
+    check(lb.status()["resolve"]["last_errors"] != [], "beta's failure listed before")
+    with open(lb.path, "w") as f:
+        f.write("resolve_every: 1h\n" + config([("a", f"alpha:{a.port}")],
+                                               health="enabled: false"))
+    rc, so, se = lb.ctl("reload")
+    res = lb.status()["resolve"]
+    check(rc == 0 and res["last_errors"] == [] and res["last_error"] is None,
+          f"/status: no error once a reload resolves every name: {rc} {se} {res}")
     check(lb.stop() == 0, "exit 0")
     a.stop()
     b.stop()
