@@ -503,16 +503,28 @@ int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);
 const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
 				     uint64_t *ret_value);
 /*
- * Whether counter <i> of hashlb_steer_stats_field() is one each table counts of its own
- * (hashlb_steer_tables_stats()): every one but passed (a table's is its closed_passed) and
- * the drops counted before a packet's VIP is known (malformed, fragment) or never (redirect).
+ * The one rule of which counters a table (a service) has as its own, that every reader
+ * follows (hashlb_steer_tables_stats(), --stats' table_ rows, /status' service_ members,
+ * /metrics' service families). Whether counter <i> of hashlb_steer_stats_field() is one
+ * each table counts of its own: every one but passed (a table's is its closed_passed) and
+ * the drops counted before a packet's VIP is known (malformed, fragment) or never
+ * (redirect: a failed redirect is the kernel's, after the program returned).
  */
 bool hashlb_steer_stats_field_tabled(unsigned i);
 /*
- * Whether drop reason <d> is one each table counts of its own: no-backend and table, not
- * those counted before a packet's VIP is known (malformed, fragment) or never (redirect).
+ * Whether counter <i> of hashlb_steer_stats_field() is shown as a table's own of a program
+ * that counts each table's: all its own (<all>), or packets and bytes alone (<all> false: an
+ * older hashlb's program that counts those alone, hashlb_steer_tables_stats() 1).
  */
+bool hashlb_steer_stats_field_own(unsigned i, bool all);
+/* The index hashlb_steer_stats_field() names <name> at, or -ENOENT. */
+int hashlb_steer_stats_field_index(const char *name);
+/* Whether drop reason <d> is one each table counts of its own (hashlb_steer_stats_field_tabled()
+ * of its counter): no-backend and table. */
 bool hashlb_steer_drop_tabled(enum hlb_steer_drop d);
+/* Of <st>, only what a table counts of its own (hashlb_steer_stats_field_tabled()): the others
+ * 0, but passed, which becomes the table's share of it, closed_passed. */
+void hashlb_steer_stats_tabled(struct hlb_steer_stats *st);
 
 /* The drop reason's stable name ("malformed", ...). */
 const char *hashlb_steer_drop_name(enum hlb_steer_drop d);

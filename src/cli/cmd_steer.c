@@ -447,7 +447,7 @@ static void print_table_row(const struct table_figures *t, const char *name, int
  * (an older hashlb's). */
 static bool table_row_shown(const struct table_figures *t, unsigned i)
 {
-	return hashlb_steer_stats_field_tabled(i) && (i < 2 || t->tstats_all);
+	return hashlb_steer_stats_field_own(i, t->tstats_all);
 }
 
 /* One figure of print_stats(): a JSON member, or a line, its name padded to <width>. */

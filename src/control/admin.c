@@ -408,7 +408,7 @@ static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, i ? "," : "", name, x);
 	/* the service's own: packets and bytes, and where known the others each table counts */
 	for (unsigned i = 0; v->own_known && (name = hashlb_steer_stats_field(&v->own, i, &x)); i++)
-		if (i < 2 || (v->own_all && hashlb_steer_stats_field_tabled(i)))
+		if (hashlb_steer_stats_field_own(i, v->own_all))
 			hlb_buf_printf(o, ",\"service_%s\":%" PRIu64, name, x);
 	hlb_buf_printf(o,
 		       ",\"flows\":%" PRIu64 ",\"interface_flows\":%" PRIu64

@@ -665,24 +665,51 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 /*
  * The kernel steering counters of one service, summed over CPUs: family <f> of
  * steer_families(), below STEER_OWN_MAX the service's own (s.own: its table's in its
- * program), from STEER_IFACE the same of its program (s.st: every service's on the
- * interface), between them the rest.
+ * program) of counter steer_own[f] (hashlb_steer_stats_field()'s name: each one a table
+ * counts of its own but the drops, which hashlb_service_steer_dropped_total has), from
+ * STEER_IFACE the same of its program (s.st: every service's on the interface), between
+ * them the rest.
  */
 #define STEER_OWN_MAX 10
 #define STEER_IFACE 16
+static const char *const steer_own[STEER_OWN_MAX] = {
+	"packets",    "bytes",	 "new_flows",	  "ct_hits",	   "ct_resched",
+	"ct_evicted", "ct_lost", "rst_untracked", "closed_passed", "ct_closing",
+};
+
+/* hashlb_steer_stats_field()'s index of family <f>'s counter (below STEER_OWN_MAX, or from
+ * STEER_IFACE), -ENOENT for another family */
+static int steer_field(int f)
+{
+	if (f >= STEER_IFACE)
+		f -= STEER_IFACE;
+	return f < STEER_OWN_MAX ? hashlb_steer_stats_field_index(steer_own[f]) : -ENOENT;
+}
+
 static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 {
 	const uint64_t v[] = {
-		s->own.packets,	      s->own.bytes,	 s->own.new_flows, s->own.ct_hits,
-		s->own.ct_resched,    s->own.ct_evicted, s->own.ct_lost,   s->own.rst_untracked,
-		s->own.closed_passed, s->own.ct_closing, s->st.passed,	   s->flows,
-		s->interface_flows,   s->flows_max,	 s->table_stale,   s->tables_refused,
-		s->st.packets,	      s->st.bytes,	 s->st.new_flows,  s->st.ct_hits,
-		s->st.ct_resched,     s->st.ct_evicted,	 s->st.ct_lost,	   s->st.rst_untracked,
-		s->st.closed_passed,  s->st.ct_closing,
+		s->st.passed, s->flows,	      s->interface_flows,
+		s->flows_max, s->table_stale, s->tables_refused,
 	};
+	int i = steer_field(f);
+	uint64_t x = 0;
 
-	return v[f];
+	_Static_assert(sizeof(v) / sizeof(v[0]) == STEER_IFACE - STEER_OWN_MAX, "a value each");
+	if (f >= STEER_OWN_MAX && f < STEER_IFACE)
+		return v[f - STEER_OWN_MAX];
+	if (i >= 0)
+		hashlb_steer_stats_field(f < STEER_OWN_MAX ? &s->own : &s->st, (unsigned)i, &x);
+	return x;
+}
+
+/* Whether service <s> has a sample of family <f>: the service's own where its program
+ * counts it (hashlb_steer_stats_field_own(): packets and bytes alone of an older hashlb's
+ * program that counts no more, none of one that counts none), any other. */
+static bool steer_shown(const struct hlb_steer_sample *s, int f)
+{
+	return f >= STEER_OWN_MAX ||
+	       (s->own_known && hashlb_steer_stats_field_own((unsigned)steer_field(f), s->own_all));
 }
 
 /* One dropped family's samples: of each service, the service's own drops where it has
@@ -808,7 +835,7 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		for (uint32_t i = 0; i < n; i++) {
 			/* the service's own, unknown in an older program of several tables
 			 * (its program's are in interface_*): packets and bytes, or all */
-			if (f < STEER_OWN_MAX && !(f < 2 ? v[i].own_known : v[i].own_all))
+			if (!steer_shown(&v[i], (int)f))
 				continue;
 			labels2(o, fams[f].name, v[i].service, NULL);
 			hlb_buf_printf(o, " %" PRIu64 "\n", steer_value(&v[i], (int)f));

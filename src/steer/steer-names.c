@@ -2,6 +2,7 @@
 /* Names of steering modes and drop reasons, backend ids, MAC addresses:
  * shared by the loader and the stub built without BPF. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,61 +25,89 @@ static const char *const drop_names[HLB_STEER_DROP_MAX] = {
 	[HLB_STEER_DROP_REDIRECT] = "redirect",
 };
 
-/* hashlb_steer_stats_field()'s index of its first drop counter; the drops follow in their
- * enum's order */
+/*
+ * Every counter of struct hlb_steer_stats, in the order and with the names hashlb steer --stats
+ * shows, and whether a table (a service) counts it of its own: the one rule of which counters
+ * those are, that hashlb_steer_tables_stats(), the seed of a grown program's table 0, --stats'
+ * table_ rows, /status' service_ members and /metrics' service families all follow. Not a
+ * table's: passed (a table's are its closed_passed: every other is passed before a VIP, so a
+ * table, is known), the drops counted before the packet's port is read (malformed,
+ * fragment), and redirect, which the program never counts (a redirect fails, if it does,
+ * after the program has returned): a table's slot of it would read 0 whatever happened, so
+ * none is shown rather than a figure that says nothing.
+ */
+#define FIELD(f) #f, offsetof(struct hlb_steer_stats, f)
+#define DROP(d, name) "drop_" name, offsetof(struct hlb_steer_stats, drops[d])
+static const struct stats_field {
+	const char *name;
+	size_t off; /* of its uint64_t in struct hlb_steer_stats */
+	bool tabled;
+} fields[] = {
+	{ FIELD(packets), true },
+	{ FIELD(bytes), true },
+	{ FIELD(new_flows), true },
+	{ FIELD(ct_hits), true },
+	{ FIELD(ct_resched), true },
+	{ FIELD(ct_evicted), true },
+	{ FIELD(ct_lost), true },
+	{ FIELD(rst_untracked), true },
+	{ FIELD(passed), false },
+	{ FIELD(closed_passed), true },
+	{ FIELD(ct_closing), true },
+	{ DROP(HLB_STEER_DROP_MALFORMED, "malformed"), false },
+	{ DROP(HLB_STEER_DROP_FRAGMENT, "fragment"), false },
+	{ DROP(HLB_STEER_DROP_NO_BACKEND, "no_backend"), true },
+	{ DROP(HLB_STEER_DROP_TABLE, "table"), true },
+	{ DROP(HLB_STEER_DROP_REDIRECT, "redirect"), false },
+};
+#undef DROP
+#undef FIELD
+
+/* fields[]' index of its first drop counter; the drops follow in their enum's order */
 #define STATS_DROPS_FIRST 11
+#define STATS_FIELDS (sizeof(fields) / sizeof(fields[0]))
+_Static_assert(STATS_FIELDS == STATS_DROPS_FIRST + HLB_STEER_DROP_MAX, "a name per counter");
+_Static_assert(sizeof(struct hlb_steer_stats) == STATS_FIELDS * sizeof(uint64_t),
+	       "every counter named");
 
 const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
 				     uint64_t *ret_value)
 {
-	static const char *const names[] = {
-		"packets",	 "bytes",	    "new_flows",  "ct_hits",
-		"ct_resched",	 "ct_evicted",	    "ct_lost",	  "rst_untracked",
-		"passed",	 "closed_passed",   "ct_closing", "drop_malformed",
-		"drop_fragment", "drop_no_backend", "drop_table", "drop_redirect",
-	};
-	const uint64_t v[] = {
-		st->packets,
-		st->bytes,
-		st->new_flows,
-		st->ct_hits,
-		st->ct_resched,
-		st->ct_evicted,
-		st->ct_lost,
-		st->rst_untracked,
-		st->passed,
-		st->closed_passed,
-		st->ct_closing,
-		st->drops[HLB_STEER_DROP_MALFORMED],
-		st->drops[HLB_STEER_DROP_FRAGMENT],
-		st->drops[HLB_STEER_DROP_NO_BACKEND],
-		st->drops[HLB_STEER_DROP_TABLE],
-		st->drops[HLB_STEER_DROP_REDIRECT],
-	};
-
-	_Static_assert(sizeof(names) / sizeof(names[0]) == STATS_DROPS_FIRST + HLB_STEER_DROP_MAX,
-		       "a name per counter");
-	if (i >= sizeof(names) / sizeof(names[0]))
+	if (i >= STATS_FIELDS)
 		return NULL;
-	*ret_value = v[i];
-	return names[i];
+	memcpy(ret_value, (const char *)st + fields[i].off, sizeof(*ret_value));
+	return fields[i].name;
 }
 
 bool hashlb_steer_stats_field_tabled(unsigned i)
 {
-	const char *name;
-	uint64_t v;
-	struct hlb_steer_stats st = { 0 };
+	return i < STATS_FIELDS && fields[i].tabled;
+}
 
-	name = hashlb_steer_stats_field(&st, i, &v);
-	if (!name || !strcmp(name, "passed"))
-		return false;
-	return i < STATS_DROPS_FIRST || hashlb_steer_drop_tabled(i - STATS_DROPS_FIRST);
+bool hashlb_steer_stats_field_own(unsigned i, bool all)
+{
+	return hashlb_steer_stats_field_tabled(i) && (all || i < 2);
+}
+
+int hashlb_steer_stats_field_index(const char *name)
+{
+	for (unsigned i = 0; i < STATS_FIELDS; i++)
+		if (!strcmp(fields[i].name, name))
+			return (int)i;
+	return -ENOENT;
 }
 
 bool hashlb_steer_drop_tabled(enum hlb_steer_drop d)
 {
-	return d == HLB_STEER_DROP_NO_BACKEND || d == HLB_STEER_DROP_TABLE;
+	return (unsigned)d < HLB_STEER_DROP_MAX && fields[STATS_DROPS_FIRST + d].tabled;
+}
+
+void hashlb_steer_stats_tabled(struct hlb_steer_stats *st)
+{
+	st->passed = st->closed_passed;
+	for (unsigned i = 0; i < STATS_FIELDS; i++)
+		if (!fields[i].tabled && fields[i].off != offsetof(struct hlb_steer_stats, passed))
+			memset((char *)st + fields[i].off, 0, sizeof(uint64_t));
 }
 
 const char *hashlb_steer_mode_name(enum hashlb_steer_mode m)

@@ -2509,20 +2509,21 @@ static int tstats_set(int fd, uint32_t table, const void *v, size_t size)
 	return ret;
 }
 
-/* <st>'s counters that hlb_tstats2 holds a table's share of, into <ret_t2>. */
+/* <st>'s counters that hlb_tstats2 holds a table's share of, into <ret_t2>: those a table
+ * counts of its own (hashlb_steer_stats_tabled()), the others' slots 0. */
 static void tstats2_of(const struct hlb_steer_stats *st, struct hlb_steer_tstats2 *ret_t2)
 {
-	ret_t2->new_flows = st->new_flows;
-	ret_t2->ct_resched = st->ct_resched;
-	ret_t2->ct_evicted = st->ct_evicted;
-	ret_t2->ct_lost = st->ct_lost;
-	ret_t2->rst_untracked = st->rst_untracked;
-	ret_t2->closed_passed = st->closed_passed;
-	ret_t2->ct_closing = st->ct_closing;
-	memcpy(ret_t2->drops, st->drops, sizeof(ret_t2->drops));
-	/* not a table's: passed before the packet's VIP, so its table, is known */
-	ret_t2->drops[HLB_STEER_DROP_MALFORMED] = 0;
-	ret_t2->drops[HLB_STEER_DROP_FRAGMENT] = 0;
+	struct hlb_steer_stats own = *st;
+
+	hashlb_steer_stats_tabled(&own);
+	ret_t2->new_flows = own.new_flows;
+	ret_t2->ct_resched = own.ct_resched;
+	ret_t2->ct_evicted = own.ct_evicted;
+	ret_t2->ct_lost = own.ct_lost;
+	ret_t2->rst_untracked = own.rst_untracked;
+	ret_t2->closed_passed = own.closed_passed;
+	ret_t2->ct_closing = own.ct_closing;
+	memcpy(ret_t2->drops, own.drops, sizeof(ret_t2->drops));
 }
 
 /*
@@ -3508,9 +3509,7 @@ int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *re
 		ret = hashlb_steer_stats(s, &ret_tstats[0]);
 		if (ret < 0)
 			return ret;
-		ret_tstats[0].passed = ret_tstats[0].closed_passed;
-		ret_tstats[0].drops[HLB_STEER_DROP_MALFORMED] = 0;
-		ret_tstats[0].drops[HLB_STEER_DROP_FRAGMENT] = 0;
+		hashlb_steer_stats_tabled(&ret_tstats[0]);
 		return 0;
 	}
 	if (s->fd[M_TSTATS] < 0 || s->tables > HASHLB_STEER_TABLES_MAX)
@@ -3545,12 +3544,14 @@ int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *re
 		st->ct_hits = st->packets > other ? st->packets - other : 0;
 		st->ct_resched = t2[t].ct_resched;
 		st->ct_evicted = t2[t].ct_evicted;
-		st->passed = t2[t].closed_passed;
 		memcpy(st->drops, t2[t].drops, sizeof(st->drops));
 		st->ct_lost = t2[t].ct_lost;
 		st->rst_untracked = t2[t].rst_untracked;
 		st->closed_passed = t2[t].closed_passed;
 		st->ct_closing = t2[t].ct_closing;
+		/* the program's slots of the others stay 0; another's (a forged program's)
+		 * would not show a table's what it never counts */
+		hashlb_steer_stats_tabled(st);
 	}
 	/* an older hashlb's program counts each table's packets and bytes alone */
 	return s->fd[M_TSTATS2] >= 0 ? 0 : 1;

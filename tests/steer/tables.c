@@ -408,6 +408,92 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 	fd = saved;
 }
 
+/* Entry 0 of per-CPU map <name> of program <prog>: <n> words <v> on CPU 0, 0 on the others. */
+static void percpu_write(int prog, const char *name, const uint64_t *v, size_t n)
+{
+	int m = test_map_of(prog, name), ncpu = libbpf_num_possible_cpus();
+	uint64_t *per = ncpu > 0 ? calloc((size_t)ncpu, n * 8) : NULL;
+	uint32_t zero = 0;
+
+	if (m < 0 || !per) {
+		fprintf(stderr, "no map %s, or no memory\n", name);
+		exit(1);
+	}
+	memcpy(per, v, n * 8);
+	if (bpf_map_update_elem(m, &zero, per, BPF_ANY) < 0) {
+		fprintf(stderr, "%s: %s\n", name, strerror(errno));
+		exit(1);
+	}
+	free(per);
+	close(m);
+}
+
+/* <what>: <t> holds exactly the counters of <st> a table counts of its own
+ * (hashlb_steer_stats_field_tabled(), the rule every reader follows), each of them, its
+ * passed the closed_passed of <st>, every other 0. */
+static void own_only(const char *what, const struct hlb_steer_stats *t,
+		     const struct hlb_steer_stats *st)
+{
+	const char *name;
+	uint64_t x, v;
+
+	for (unsigned i = 0; (name = hashlb_steer_stats_field(t, i, &x)); i++) {
+		hashlb_steer_stats_field(st, i, &v);
+		if (!strcmp(name, "passed"))
+			v = st->closed_passed;
+		else if (!hashlb_steer_stats_field_tabled(i))
+			v = 0;
+		CHECK(x == v, "%s: a table's %s %llu, want %llu", what, name, (unsigned long long)x,
+		      (unsigned long long)v);
+	}
+}
+
+/*
+ * A table's own counters are those the rule names (hashlb_steer_stats_field_tabled()) in
+ * every place that makes them: a program of one table's (all the program's, but the
+ * others), and table 0's of a program of several grown from it (seeded from those). Every
+ * counter of the program set to a figure of its own, drop_redirect too, which the program
+ * never counts (before, the seed copied it into table 0's and the program of one table
+ * showed it as its table's, while --stats, /status and /metrics showed none).
+ */
+static void own_rule(const struct hashlb_table *ta)
+{
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 3 };
+	struct hashlb_steer *sa = test_steer_load(ta);
+	struct hlb_steer_stats want, st, t[3];
+	struct hashlb_error err = { 0 };
+	uint64_t *w = (uint64_t *)&want;
+	const char *name;
+	uint64_t x;
+	int prog = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+
+	test_set_vips(sa, vips_a, 2);
+	publish(sa, ta, 0);
+	for (unsigned i = 0; i < sizeof(want) / 8; i++)
+		w[i] = 100 + i;
+	/* a table's ct_hits is its packets less its new flows and untracked RSTs */
+	want.packets = 10000;
+	want.ct_hits = want.packets - want.new_flows - want.rst_untracked;
+	percpu_write(prog, "hlb_stats", w, HLB_STEER_STATS_SIZE / 8);
+	percpu_write(prog, "hlb_stats2", w + HLB_STEER_STATS_SIZE / 8,
+		     sizeof(struct hlb_steer_stats2) / 8);
+	CHECK(hashlb_steer_stats(sa, &st) == 0 && !memcmp(&st, &want, sizeof(st)),
+	      "own rule: the program's counters not as written");
+	for (unsigned i = 0; (name = hashlb_steer_stats_field(&st, i, &x)); i++)
+		CHECK(x != 0, "own rule: the program's %s 0: the test proves little", name);
+	CHECK(hashlb_steer_tables_stats(sa, t) == 0, "own rule: one table: no table's counters");
+	own_only("own rule: one table", &t[0], &want);
+	if (hashlb_steer_grow(sa, &o, &err) < 0) {
+		fprintf(stderr, "grow: %s\n", err.msg);
+		exit(1);
+	}
+	CHECK(hashlb_steer_tables_stats(sa, t) == 0, "own rule: grown: no table's counters");
+	own_only("own rule: grown, table 0", &t[0], &want);
+	printf("own rule: a table's counters those the rule names, of a program of one table "
+	       "and of table 0 of one grown from it\n");
+	hashlb_steer_free(sa);
+}
+
 /* <n> packets with <flags> of flows <first>.. of VIP <v> of <vips>: how many forwarded. */
 static uint32_t send_n(const char *const *vips, uint32_t v, uint32_t first, uint32_t n,
 		       uint8_t flags)
@@ -676,6 +762,7 @@ int main(void)
 	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
 	CHECK(hashlb_steer_tables(sa) == 2, "tables: %u", hashlb_steer_tables(sa));
 	counted(ta, tb);
+	own_rule(ta);
 	older_refuses(fd, ta);
 	CHECK(hashlb_steer_share(sa, 2, &sb, &err) == -ERANGE, "table 2 of 2 shared");
 	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {

@@ -2438,6 +2438,30 @@ def shared_flows(topo, servers):
         check(new_js == {svc: o2[svc][:2] for svc in ("web", "api")},
               f"shared_flows: ctl status JSON (service_new_flows, service_ct_lost) {new_js}, "
               f"want /metrics' {o2}")
+        # one rule of which counters are a service's own (hashlb_steer_stats_field_tabled()):
+        # ctl status JSON's service_ members are --stats' table_ rows, and /metrics' families
+        # of the service's own (those beside an interface_ one) the same but the drops (by
+        # reason in dropped_total); passed and drop_redirect (never counted) none of them
+        web_js = next((s.get("steering") or {} for s in json.loads(p.stdout)["services"]
+                       if s["name"] == "web"), {}) if p.returncode == 0 else {}
+        svc_keys = {k[len("service_"):] for k in web_js if k.startswith("service_")}
+        tbl_keys = {k[len("table_"):] for k in sj if k.startswith("table_")} - {"flows",
+                                                                                "services"}
+        field_of = {"packets": "packets", "bytes": "bytes", "new_flows": "new_flows",
+                    "conntrack_hits": "ct_hits", "conntrack_rescheduled": "ct_resched",
+                    "conntrack_evictions": "ct_evicted", "conntrack_lost": "ct_lost",
+                    "untracked_resets": "rst_untracked", "closed_passed": "closed_passed",
+                    "conntrack_closing": "ct_closing"}
+        fams = {re.sub(r"^hashlb_service_steer_(.*)_total\{.*", r"\1", k) for k in m
+                if k.endswith('{service="web"}') and k.startswith("hashlb_service_steer_")}
+        met_keys = {field_of.get(f, f) for f in fams if "interface_" + f in fams}
+        check(svc_keys and svc_keys == tbl_keys and
+              met_keys == {k for k in svc_keys if not k.startswith("drop_")} and
+              {"drop_no_backend", "drop_table"} <= svc_keys and
+              not svc_keys & {"passed", "drop_malformed", "drop_fragment", "drop_redirect"},
+              f"shared_flows: a service's own counters: ctl status JSON service_ {sorted(svc_keys)}, "
+              f"--stats table_ {sorted(tbl_keys)}, /metrics {sorted(met_keys)}: want one set, "
+              f"without passed, drop_malformed, drop_fragment, drop_redirect")
         text = d.ctl("status").stdout
         own_text = re.findall(r"kernel steering: (\d+) packets \((\d+) the service's\)", text)
         check(own_js == {"web": c2["web"][:2] + (c2["web"][2],),
