@@ -408,14 +408,11 @@ static const char *xdp_off_word(enum hashlb_steer_mode mode)
 }
 
 /*
- * -EPROTO, <err> (after <what>) saying that program <id> on <iface> in <mode>,
- * named as hashlb's, lacks map <missing>: another hashlb version's, which
- * this one cannot drive (take over, update, read), and how to remove it.
- * Before, that was -ENOENT, read as no program there by hashlb run, whose
- * attach was then refused as if this hashlb's were there already.
+ * -EPROTO, <err> (after <what>) saying that program <id> on <iface> in <mode>, named as
+ * hashlb's, <why> (it cannot be driven: taken over, updated, read), and how to remove it.
  */
-static int other_version(struct hashlb_error *err, const char *what, const char *iface,
-			 enum hashlb_steer_mode mode, uint32_t id, const char *missing)
+static int not_readable(struct hashlb_error *err, const char *what, const char *iface,
+			enum hashlb_steer_mode mode, uint32_t id, const char *why)
 {
 	char name[BPF_OBJ_NAME_LEN], remedy[2 * IF_NAMESIZE + 96];
 
@@ -427,9 +424,24 @@ static int other_version(struct hashlb_error *err, const char *what, const char 
 			 "hashlb steer -i %s --detach, or ip link set dev %s %s off", iface, iface,
 			 xdp_off_word(mode));
 	return hashlb_err(err, -EPROTO, HASHLB_ERR_SYSTEM,
-			  "%sthe program on '%s' (%s, program %u '%s') is another hashlb "
-			  "version's (no map '%s'): detach it first (%s)",
-			  what, iface, hashlb_steer_mode_name(mode), id, name, missing, remedy);
+			  "%sthe program on '%s' (%s, program %u '%s') %s: detach it first (%s)",
+			  what, iface, hashlb_steer_mode_name(mode), id, name, why, remedy);
+}
+
+/*
+ * -EPROTO, <err> (after <what>) saying that program <id> on <iface> in <mode>,
+ * named as hashlb's, lacks map <missing>: another hashlb version's, which
+ * this one cannot drive (take over, update, read), and how to remove it.
+ * Before, that was -ENOENT, read as no program there by hashlb run, whose
+ * attach was then refused as if this hashlb's were there already.
+ */
+static int other_version(struct hashlb_error *err, const char *what, const char *iface,
+			 enum hashlb_steer_mode mode, uint32_t id, const char *missing)
+{
+	char why[BPF_OBJ_NAME_LEN + 48];
+
+	snprintf(why, sizeof(why), "is another hashlb version's (no map '%s')", missing);
+	return not_readable(err, what, iface, mode, id, why);
 }
 
 /*
@@ -1084,11 +1096,60 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
 	return found;
 }
 
+/*
+ * Whether the maps of a found program (<s>, its maps' <info>) are not of sizes this hashlb
+ * reads safely, <why> saying so (at most <n> bytes): more tables than HASHLB_STEER_TABLES_MAX,
+ * the size of every array of a table's figures (hashlb_steer_flows_tables(),
+ * hashlb_steer_tables_stats(): before, a forged program's hlb_tables of more entries was
+ * copied past them); hlb_tstats of values not 16 bytes (read into a buffer of that size: a
+ * larger one would overrun it), hlb_tstats2 of values short of its struct or not whole
+ * counters (read by its value size: a newer hashlb's may add counters at its end); either of
+ * fewer entries than tables. None of this hashlb's or an older one's is refused: their sizes
+ * never changed.
+ */
+static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_info *info,
+			     char *why, size_t n)
+{
+	static const int per_table[] = { M_TSTATS, M_TSTATS2 };
+
+	if (s->tables > HASHLB_STEER_TABLES_MAX) {
+		snprintf(why, n, "holds %u tables (map '%s'), more than the %u a program holds",
+			 s->tables, map_names[M_TABLES], HASHLB_STEER_TABLES_MAX);
+		return true;
+	}
+	if (s->fd[M_TSTATS] >= 0 && info[M_TSTATS].value_size != sizeof(struct hlb_steer_tstats)) {
+		snprintf(why, n, "has map '%s' of %u-byte values, not %zu", map_names[M_TSTATS],
+			 info[M_TSTATS].value_size, sizeof(struct hlb_steer_tstats));
+		return true;
+	}
+	if (s->fd[M_TSTATS2] >= 0 &&
+	    (info[M_TSTATS2].value_size < sizeof(struct hlb_steer_tstats2) ||
+	     info[M_TSTATS2].value_size % 8)) {
+		snprintf(why, n, "has map '%s' of %u-byte values, not %zu or more 8-byte counters",
+			 map_names[M_TSTATS2], info[M_TSTATS2].value_size,
+			 sizeof(struct hlb_steer_tstats2));
+		return true;
+	}
+	for (size_t i = 0; i < sizeof(per_table) / sizeof(per_table[0]); i++) {
+		int m = per_table[i];
+
+		if (s->fd[m] >= 0 && info[m].max_entries < s->tables) {
+			snprintf(why, n, "has map '%s' of %u entr%s, fewer than its %u tables",
+				 map_names[m], info[m].max_entries,
+				 info[m].max_entries == 1 ? "y" : "ies", s->tables);
+			return true;
+		}
+	}
+	return false;
+}
+
 int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
 	uint32_t map_ids[32], n_maps = 0, prog_id = 0;
+	struct bpf_map_info info[M_MAX];
 	struct hashlb_steer *s;
+	char why[160];
 	int ifindex = 0, ret;
 
 	ret = find_attached(iface, mode, &ifindex, &prog_id, &mode, err);
@@ -1121,6 +1182,7 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 			continue;
 		}
 		s->fd[m] = fd;
+		info[m] = mi;
 		if (m == M_BACKENDS)
 			s->backends_cap = mi.max_entries / 2;
 		else if (m == M_SLOTS)
@@ -1142,6 +1204,11 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 			s->reads_prefix = value_has_member(&mi, "v4_prefix");
 			s->tables = mi.max_entries / 2 ? mi.max_entries / 2 : 1;
 		}
+	}
+	if (found_unreadable(s, info, why, sizeof(why))) {
+		ret = not_readable(err, "", iface, mode, prog_id, why);
+		hashlb_steer_free(s);
+		return ret;
 	}
 	/* each table array holds two halves of every table */
 	s->backends_cap /= s->tables;

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Proves that a program found on the interface (hashlb steer --update, --stats, hashlb run's
+ * takeover) whose maps are of sizes this hashlb cannot read safely is refused, -EPROTO, with
+ * an error naming the map and what to do, not read past the arrays it is read into: this
+ * hashlb's steer.bpf.o loaded by hand (as anyone could), attached in generic XDP to a veth in
+ * a network namespace of this process's own, with hlb_tables of more tables than
+ * HASHLB_STEER_TABLES_MAX (before, found: each table's figures were then copied past
+ * arrays of HASHLB_STEER_TABLES_MAX), hlb_tstats of 32-byte values (read into 16 a CPU),
+ * hlb_tstats2 of values shorter than its struct, hlb_tstats2 of fewer entries than
+ * tables. The program sized as this hashlb sizes it is found.
+ */
+#include <net/if.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+
+#include "helpers.h"
+
+#define IFACE "hlbforge0"
+
+/* How a case sizes the program: <tables> tables, the value size of hlb_tstats and
+ * hlb_tstats2 (0: as built), hlb_tstats2's entries (0: <tables>). */
+struct forged {
+	const char *what;
+	uint32_t tables, tstats_size, tstats2_size, tstats2_entries;
+	const char *want[3]; /* in the error; none: found */
+};
+
+static void set_entries(struct bpf_object *obj, const char *map, uint32_t n)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, map);
+
+	if (!m || bpf_map__set_max_entries(m, n) < 0) {
+		fprintf(stderr, "no map %s to size\n", map);
+		exit(1);
+	}
+}
+
+static void set_value_size(struct bpf_object *obj, const char *map, uint32_t size)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, map);
+
+	if (!m || bpf_map__set_value_size(m, size) < 0) {
+		fprintf(stderr, "no map %s to size\n", map);
+		exit(1);
+	}
+}
+
+static void check(const char *obj_path, int ifindex, const struct forged *f)
+{
+	struct bpf_object *obj = bpf_object__open_file(obj_path, NULL);
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *s = NULL;
+	int prog_fd, ret;
+
+	if (!obj) {
+		fprintf(stderr, "opening %s failed\n", obj_path);
+		exit(1);
+	}
+	set_entries(obj, "hlb_tables", 2 * f->tables);
+	set_entries(obj, "hlb_backends", 2 * f->tables);
+	set_entries(obj, "hlb_bslots", f->tables);
+	set_entries(obj, "hlb_slots", 2 * f->tables);
+	set_entries(obj, "hlb_points", 2 * f->tables);
+	set_entries(obj, "hlb_buckets", 2 * f->tables);
+	set_entries(obj, "hlb_tstats", f->tables);
+	set_entries(obj, "hlb_tstats2", f->tstats2_entries ? f->tstats2_entries : f->tables);
+	set_entries(obj, "hlb_tnames", f->tables);
+	if (f->tstats_size)
+		set_value_size(obj, "hlb_tstats", f->tstats_size);
+	if (f->tstats2_size)
+		set_value_size(obj, "hlb_tstats2", f->tstats2_size);
+	if (bpf_object__load(obj) < 0) {
+		fprintf(stderr, "%s: loading %s failed\n", f->what, obj_path);
+		exit(1);
+	}
+	prog_fd = bpf_program__fd(bpf_object__find_program_by_name(obj, "hlb_xdp"));
+	if (bpf_xdp_attach(ifindex, prog_fd, XDP_FLAGS_SKB_MODE, NULL) < 0) {
+		perror("attaching the program");
+		exit(1);
+	}
+	ret = hashlb_steer_find(IFACE, HASHLB_STEER_AUTO, &s, &err);
+	printf("%s: found: %d %s\n", f->what, ret, err.msg);
+	if (!f->want[0]) {
+		CHECK(ret == 0 && hashlb_steer_tables(s) == f->tables, "%s: not found: %d %s",
+		      f->what, ret, err.msg);
+	} else {
+		CHECK(ret == -EPROTO, "%s: found: %d, not -EPROTO", f->what, ret);
+		for (int i = 0; i < 3 && f->want[i]; i++)
+			CHECK(strstr(err.msg, f->want[i]), "%s: no \"%s\" in: %s", f->what,
+			      f->want[i], err.msg);
+		CHECK(strstr(err.msg, "hashlb steer -i " IFACE " --detach"),
+		      "%s: the error says not what removes it: %s", f->what, err.msg);
+	}
+	if (ret == 0)
+		hashlb_steer_free(s); /* a found handle: detaches nothing */
+	if (bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, NULL) < 0) {
+		perror("detaching the program");
+		exit(1);
+	}
+	bpf_object__close(obj);
+}
+
+int main(int argc, char **argv)
+{
+	char many[64];
+	const struct forged cases[] = {
+		{ "as this hashlb sizes it", 2, 0, 0, 0, { NULL } },
+		{ "more tables",
+		  HASHLB_STEER_TABLES_MAX + 1,
+		  0,
+		  0,
+		  0,
+		  { "holds 65 tables (map 'hlb_tables')", many } },
+		{ "hlb_tstats of 32-byte values",
+		  2,
+		  32,
+		  0,
+		  0,
+		  { "map 'hlb_tstats' of 32-byte values, not 16" } },
+		{ "hlb_tstats2 of 8-byte values",
+		  2,
+		  0,
+		  8,
+		  0,
+		  { "map 'hlb_tstats2' of 8-byte values" } },
+		{ "hlb_tstats2 of one entry",
+		  2,
+		  0,
+		  0,
+		  1,
+		  { "map 'hlb_tstats2' of 1 entry, fewer than its 2 tables" } },
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: steer-forged STEER.bpf.o\n");
+		return 2;
+	}
+	_Static_assert(HASHLB_STEER_TABLES_MAX == 64, "the cases' figures");
+	snprintf(many, sizeof(many), "more than the %u a program holds", HASHLB_STEER_TABLES_MAX);
+	test_netns_veth(IFACE, "hlbforge1");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check(argv[1], (int)if_nametoindex(IFACE), &cases[i]);
+	printf("forged: a program of more tables than a hashlb's, or of per-table counters of "
+	       "other sizes, refused with the map named\n");
+	return test_failures ? 1 : 0;
+}
