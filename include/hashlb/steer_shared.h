@@ -465,9 +465,10 @@ struct hlb_steer_tstats2 {
 	__u64 drops[HLB_STEER_DROP_MAX];
 };
 
-/* hlb_tnames' value: the name of the service whose table it is (hashlb run's,
- * written as it takes the table; "" if none said, as hashlb steer's), NUL-padded,
- * without a NUL at HLB_STEER_TNAME_MAX bytes: a service's name, at most that. */
+/* hlb_tnames' value: the name of the service whose table it is (hashlb run's, written as it
+ * takes the table, or hashlb steer -c's as it publishes; "" if none said, as hashlb steer's
+ * without -c, an --update's too), NUL-padded, without a NUL at HLB_STEER_TNAME_MAX bytes: a
+ * service's name, at most that. */
 #define HLB_STEER_TNAME_MAX 64
 struct hlb_steer_tname {
 	char name[HLB_STEER_TNAME_MAX];

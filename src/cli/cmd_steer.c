@@ -154,10 +154,11 @@ static void usage(FILE *f)
 		"                    all but passed (a table's are its closed_passed) and\n"
 		"                    drop_malformed, drop_fragment, drop_redirect (not of an\n"
 		"                    older hashlb's program, which counts none)\n"
-		"  table_services    each table's service: the name hashlb run gave it, or\n"
-		"                    with -c FILE the service of FILE whose listen address\n"
-		"                    it serves; - (JSON null) for none, or a table that\n"
-		"                    serves no VIP; of a program of one table, service\n"
+		"  table_services    each table's service: the name hashlb run (or hashlb\n"
+		"                    steer -c FILE) gave it, or with -c FILE the service\n"
+		"                    of FILE whose listen address it serves; - (JSON null)\n"
+		"                    for none, or a table that serves no VIP; of a program\n"
+		"                    of one table, service\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
@@ -701,6 +702,15 @@ static int steer_publish(struct steer_args *a)
 	ret = hashlb_steer_set_vips(s, a->vips, a->n_vips, &err);
 	if (ret < 0)
 		goto out_err;
+	/* The table is this process's now: named as --stats reads it without the config, the
+	 * service of -c FILE, none without. Before, none was written: an --update of an
+	 * orphan's kept its dead hashlb run's service's name, and a foreground steer -c FILE
+	 * named none. */
+	ret = hashlb_steer_set_name(s, a->svc ? a->svc->name : "");
+	if (ret < 0) {
+		cli_error("naming the table in the program on %s: %s\n", a->iface, strerror(-ret));
+		goto out;
+	}
 	if (hashlb_steer_unlocked(s))
 		cli_error("note: published without the lock that keeps publications into the "
 			  "program on %s apart (%s): one another process makes at the same moment "

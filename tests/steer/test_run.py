@@ -272,7 +272,9 @@ def manual_update(topo, servers):
     went through: b3, down, got 7 of 20 new clients, refused. --detach is refused too (before,
     it detached the program and the daemon went on publishing into maps no program read:
     every client through the daemon); both refusals name the daemon's pid (before, --update's
-    did not). Once the daemon is killed (SIGKILL: the program an orphan), --detach detaches it."""
+    did not). Once the daemon is killed (SIGKILL: the program an orphan), an --update names
+    its table as its own: none without -c FILE (before, the dead daemon's service's name stayed,
+    and --stats named it), FILE's service with; and --detach detaches it."""
     d = Daemon(topo, service(topo)).start()
     try:
         check(d.wait_log("kernel steering table published", 15) is not None,
@@ -304,6 +306,22 @@ def manual_update(topo, servers):
         topo.wait_closed()
         d.proc.kill()
         d.proc.wait(timeout=10)
+        # the orphan's table is named by its dead daemon; an --update makes it its own: none
+        # without -c (before, the dead daemon's name stayed), its service's with -c FILE
+        named = [steer_stats(topo).get("service")]
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--update", "--vip", f"{T.VIP}:{T.VIP_PORT}",
+                 "--key", "4-tuple",
+                 *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
+                 ns=topo.lb, check=False)
+        named.append(steer_stats(topo).get("service", "none") if p.returncode == 0 else
+                     p.stderr.strip())
+        p = T.sh(HASHLB, "steer", "-c", d.path, "-i", "eth0", "--update", ns=topo.lb,
+                 check=False)
+        named.append(steer_stats(topo).get("service") if p.returncode == 0 else
+                     p.stderr.strip())
+        check(named == ["web", "none", "web"],
+              f"manual update: the orphan's table's service (--stats), then after an --update, "
+              f"then after an --update -c FILE: {named}, want web, none, web")
         p = T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         check(p.returncode == 0 and not attached(topo),
               f"manual update: --detach of the orphan (its daemon killed): {p.returncode} "
