@@ -157,8 +157,9 @@ static void usage(FILE *f)
 		"  table_services    each table's service: the name hashlb run (or hashlb\n"
 		"                    steer -c FILE) gave it, or with -c FILE the service\n"
 		"                    of FILE whose listen address it serves; - (JSON null)\n"
-		"                    for none, or a table that serves no VIP; of a program\n"
-		"                    of one table, service\n"
+		"                    for none, or a table that serves no VIP (a service\n"
+		"                    named - is shown \"-\"); of a program of one table,\n"
+		"                    service\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
@@ -413,6 +414,13 @@ struct table_figures {
 	const char *const *services; /* each table's service (-c), NULL if none named */
 };
 
+/* Table service <name> as the text shows it: - for none (NULL), and a service named "-"
+ * (a valid name) quoted, "-", so that it does not read as none. */
+static const char *service_text(const char *name)
+{
+	return !name ? "-" : strcmp(name, "-") ? name : "\"-\"";
+}
+
 /* A row of each table's <field> (its name <name>, in text padded to <width>): text, or a
  * JSON list. <field>: -2 the conntrack entries, -1 the service, else
  * hashlb_steer_stats_field()'s index. */
@@ -433,7 +441,7 @@ static void print_table_row(const struct table_figures *t, const char *name, int
 		else if (field >= 0 && hashlb_steer_stats_field(&t->tstats[i], (unsigned)field, &v))
 			printf("%s%" PRIu64, sep, v);
 		else if (!json)
-			printf("%s%s", sep, t->services[i] ? t->services[i] : "-");
+			printf("%s%s", sep, service_text(t->services[i]));
 		else if (t->services[i]) {
 			printf("%s", sep);
 			cli_print_json_string(t->services[i]);
@@ -510,7 +518,7 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 			printf(",\"service\":");
 			cli_print_json_string(t->services[0]);
 		} else {
-			printf("%-*s %s\n", width, "service", t->services[0]);
+			printf("%-*s %s\n", width, "service", service_text(t->services[0]));
 		}
 	}
 	if (json)

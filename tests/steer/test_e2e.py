@@ -1127,11 +1127,14 @@ def ipv6(topo):
 
 def from_config(topo):
     """hashlb steer -c: VIP, scheme, key, weights and admin state from the
-    service with steering: kernel; a draining backend gets no new client."""
+    service with steering: kernel; a draining backend gets no new client. The
+    program's table is named by the service (hashlb steer --stats without -c
+    reads it; before, hashlb steer wrote no name): here one named -, a valid name,
+    which the text shows quoted, "-" (before, it read as none)."""
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(f"""services:
-  - name: web
+  - name: '-'
     listen: {T.VIP}:{T.VIP_PORT}
     scheme: ring
     hash_key: 4-tuple
@@ -1148,6 +1151,14 @@ def from_config(topo):
         p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path, "--keep"],
                            capture_output=True, text=True, timeout=30)
         check(p.returncode == 0, f"steer -c: {p.returncode} {p.stderr}")
+        st = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                             "--stats", "--json"], capture_output=True, text=True, timeout=30)
+        txt = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                              "--stats"], capture_output=True, text=True, timeout=30)
+        named = (json.loads(st.stdout).get("service") if st.returncode == 0 else st.stderr,
+                 re.findall(r"^service +(.*)$", txt.stdout, re.M))
+        check(named == ("-", ['"-"']),
+              f"steer -c: --stats' service (JSON, text) {named}, want the config's: -, \"-\"")
         first = connect_once(topo)
         clients = ",".join(f"{T.CLIENT_IP}:{sp}" for sp, _ in first)
         out = subprocess.run([HASHLB, "lookup", "--json", "--key", "4-tuple", "--scheme", "ring",
