@@ -3174,8 +3174,12 @@ def lock_tries(path):
         def __init__(self):
             libc = ctypes.CDLL(None, use_errno=True)
             self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-            if self.fd < 0 or libc.inotify_add_watch(self.fd, path.encode(), 0x38) < 0:
+            if self.fd < 0:
                 raise OSError(ctypes.get_errno(), f"inotify on {path}")
+            if libc.inotify_add_watch(self.fd, path.encode(), 0x38) < 0:
+                err = ctypes.get_errno()
+                os.close(self.fd)  # no close() for the caller to call: the watch failed
+                raise OSError(err, f"inotify on {path}")
             self.n = 0
 
         def tries(self, n, timeout=15):
