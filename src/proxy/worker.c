@@ -1370,9 +1370,8 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 		atomic_fetch_add_explicit(&p->adopt_next, k, memory_order_relaxed);
 	if (k == p->n_workers) {
 		/* No worker runs: refused, <fd> the caller's to close unreset, the old process
-		 * keeps its client. Not through cmd_free_unread(): that counts a client taken
-		 * and sets its socket, shared with the old process, to reset, so it would be
-		 * lost. */
+		 * keeps its client. Not through cmd_free_unread(): that sets the socket, shared
+		 * with the old process, to reset and closes it, so the client would be lost. */
 		atomic_fetch_sub_explicit(&p->adopting, 1, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 		hlb_service_unref(cmd->svc);
