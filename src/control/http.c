@@ -1015,6 +1015,28 @@ static bool accept_room(struct hlb_http *h, int err)
 	return true;
 }
 
+/*
+ * At a handover's drain, accept4() failed with <err> and accept_room() found no descriptor to
+ * free: the connection of h->shed answered longest ago given up (what its client sent read
+ * first: shed_give_up()), its slot the reserve's (http_fd_close()) for the next accept. They
+ * are kept open through the drain, and one of them may hold the reserve, taken at accept.
+ * Whether one was.
+ */
+static bool shed_room(struct hlb_http *h, int err)
+{
+	struct http_shed *oldest = NULL;
+
+	if (err != EMFILE && err != ENFILE)
+		return false;
+	for (unsigned i = 0; i < HTTP_SHED_MAX; i++)
+		if (h->shed[i].io.fd >= 0 && (!oldest || h->shed[i].seq < oldest->seq))
+			oldest = &h->shed[i];
+	if (!oldest)
+		return false;
+	shed_give_up(oldest);
+	return true;
+}
+
 static void http_resume(void *arg)
 {
 	struct hlb_http *h = arg;
@@ -1353,7 +1375,7 @@ static void handed_answer(int fd, const char *in, size_t in_len, bool head, bool
 
 void hlb_http_free_handed_over(struct hlb_http *h)
 {
-	int fd;
+	int fd, err;
 
 	if (!h)
 		return;
@@ -1391,8 +1413,9 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 	 * its client reset while it waited (ECONNABORTED) is passed over, not taken for the end
 	 * of the queue: the rest were reset with the listener. At the fd limit each is answered
 	 * on the reserve, as at accept (accept_room(): the drain stopped there, and the queue was
-	 * reset whole), its slot kept for the next (http_fd_close()). Out of memory, the
-	 * descriptors that can be freed so gone, or the queue empty, the drain ends.
+	 * reset whole), its slot kept for the next (http_fd_close()); the reserve held by a
+	 * connection answered 503 at accept, one of those gives its own up (shed_room()). Out of
+	 * memory, the descriptors that can be freed so gone, or the queue empty, the drain ends.
 	 */
 	for (unsigned i = 0; i < 2 * HTTP_BACKLOG;) {
 		size_t lingered = 0;
@@ -1402,7 +1425,8 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 			i++;
 			continue;
 		}
-		if (fd < 0 && accept_room(h, errno))
+		err = errno;
+		if (fd < 0 && (accept_room(h, err) || shed_room(h, err)))
 			continue;
 		if (fd < 0)
 			break;

@@ -1997,6 +1997,56 @@ static void test_handover_drain_at_the_fd_limit(void **state)
 }
 
 /*
+ * A handover at the fd limit, the reserve held by the connection <held> of <e> (accepted on
+ * it, <conns> connections in all then): a client queued behind it is answered all the same,
+ * and so is <held>, neither reset.
+ */
+static void assert_drain_past_the_reserve(struct tcp_end *e, int held, unsigned conns)
+{
+	int queued = tcp_ask(e->port, "GET /now HTTP/1.1\r\n\r\n");
+	char buf[512], head[512];
+	struct fd_limit f;
+
+	fd_limit_reach(&f, queued);
+	assert_true(hlb_loop_run_once(e->l, 0) >= 0);
+	assert_int_equal(hlb_http_conns(e->h), conns); /* <held> on the reserve, <queued> waits */
+	hlb_http_free_handed_over(e->h);
+	/* undone before the verdict, which would leave the next test at the limit */
+	fd_limit_undo(&f);
+	hlb_loop_free(e->l);
+	assert_handed_over(answer_unreset(queued, buf, sizeof(buf)), head, sizeof(head));
+	assert_handed_over(answer_unreset(held, buf, sizeof(buf)), head, sizeof(head));
+}
+
+/*
+ * At a handover at the fd limit, the reserve held by a connection answered 503 at accept (past
+ * the 64 and the 8, accepted on it), the connections still in the listener's queue are
+ * answered all the same: that one gives its descriptor up, what its client sent read first, as
+ * one that lingers would (accept_room()). Kept open through the drain, as the others answered,
+ * it held the reserve: the drain stopped at the first EMFILE, and the queue was reset with the
+ * listener.
+ */
+static void test_handover_drain_at_the_fd_limit_reserve_shed(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX;
+	struct tcp_end e;
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 600000, 600000);
+	for (int i = 0; i < n; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	assert_int_equal(hlb_http_conns(e.h), n);
+	/* the next one accepted on the reserve, and answered 503 at accept */
+	assert_drain_past_the_reserve(&e, tcp_ask(e.port, ""), (unsigned)n + 1);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/*
  * What a client sends as a connection's time runs out, come after the loop looked at its
  * sockets, is read before the timer closes it: a request come whole then is answered (a silent
  * connection was closed with it unread: a reset); what comes to a connection that lingers,
@@ -2349,6 +2399,7 @@ int main(void)
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
 		cmocka_unit_test(test_handover_drain_at_the_fd_limit),
+		cmocka_unit_test(test_handover_drain_at_the_fd_limit_reserve_shed),
 		cmocka_unit_test(test_deadline_reads_what_came_then),
 		cmocka_unit_test(test_deadline_sends_no_continue),
 		cmocka_unit_test(test_stop_reads_what_came),
