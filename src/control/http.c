@@ -1387,6 +1387,11 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 			continue;
 		}
 		handed_answer(c->io.fd, c->in, c->in_len, c->head, c->held, &c->lingered);
+		/* answered: it lingers from now on, and so gives its descriptor up if the drain
+		 * below needs one (accept_room()), as an answered one does; kept, it could hold
+		 * the reserve (accepted on it at the fd limit), and the drain stopped there */
+		c->lingering = true;
+		c->linger_seq = ++h->lingers;
 	}
 	for (unsigned i = 0; i < HTTP_SHED_MAX; i++) {
 		struct http_shed *s = &h->shed[i];

@@ -2047,6 +2047,23 @@ static void test_handover_drain_at_the_fd_limit_reserve_shed(void **state)
 }
 
 /*
+ * At a handover at the fd limit, the reserve held by a connection whose request had not come
+ * (accepted on it), the connections still in the listener's queue are answered all the same:
+ * that one, answered at the handover, gives its descriptor up, what its client sent read
+ * first. Kept open through the drain, it held the reserve: the drain stopped at the first
+ * EMFILE, and the queue was reset with the listener.
+ */
+static void test_handover_drain_at_the_fd_limit_reserve_placed(void **state)
+{
+	struct tcp_end e;
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 600000, 600000);
+	assert_drain_past_the_reserve(&e, tcp_ask(e.port, ""), 1);
+}
+
+/*
  * What a client sends as a connection's time runs out, come after the loop looked at its
  * sockets, is read before the timer closes it: a request come whole then is answered (a silent
  * connection was closed with it unread: a reset); what comes to a connection that lingers,
@@ -2400,6 +2417,7 @@ int main(void)
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
 		cmocka_unit_test(test_handover_drain_at_the_fd_limit),
 		cmocka_unit_test(test_handover_drain_at_the_fd_limit_reserve_shed),
+		cmocka_unit_test(test_handover_drain_at_the_fd_limit_reserve_placed),
 		cmocka_unit_test(test_deadline_reads_what_came_then),
 		cmocka_unit_test(test_deadline_sends_no_continue),
 		cmocka_unit_test(test_stop_reads_what_came),
