@@ -238,10 +238,12 @@ static void resolve_cleared(struct hlb_control *ctl, enum resolve_failure what)
 	memset(&ctl->resolve_logged[what], 0, sizeof(ctl->resolve_logged[0]));
 }
 
-/* Every name resolved (a round, or a reload): say so if they had failed. */
+/* Every name resolved (a round, or a reload): say so if they had failed. The failed rounds'
+ * errors go from /status too: after a reload they named lines of the file as it was, maybe a
+ * name the config no longer has, and with no round to come (resolve_every gone) they stayed. */
 static void resolve_recovered(struct hlb_control *ctl)
 {
-	ctl->n_last_resolve_errs = 0; /* a reload's too: its names all resolved */
+	ctl->n_last_resolve_errs = 0;
 	if (!ctl->resolve_fail_rounds)
 		return;
 	control_log(ctl, HLB_LOG_INFO, "names resolve again", "rounds_failed=%" PRIu64,
