@@ -1131,12 +1131,6 @@ static uint64_t service_bytes_max(const struct hlb_pool_service *t, const uint32
 	return hlb_pool_service_bytes_max(t);
 }
 
-/*
- * 0 if weight <w>, giving <s>'s backends the weights <ws>, keeps every service's table within
- * table_memory, as the config's weights are kept (each table counted at the most it may take,
- * with the weights in force); else -E2BIG with <err> saying so, or -ENOMEM. The services'
- * tables are counted only when <s>'s may grow: a weight lowered costs no pass over them.
- */
 /* The services of table_memory_fits(): <s> at <own> bytes, the others with the weights in
  * force. */
 struct fits {
@@ -1154,6 +1148,12 @@ static uint64_t fits_bytes(void *arg, uint32_t i, const struct hashlb_service_cf
 	return t == f->s ? f->own : service_bytes_max(t, NULL);
 }
 
+/*
+ * 0 if weight <w>, giving <s>'s backends the weights <ws>, keeps every service's table within
+ * table_memory, as the config's weights are kept (each table counted at the most it may take,
+ * with the weights in force); else -E2BIG with <err> saying so, or -ENOMEM. The services'
+ * tables are counted only when <s>'s may grow: a weight lowered costs no pass over them.
+ */
 static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_service *s,
 			     const uint32_t *ws, uint32_t w, struct hashlb_error *err)
 {

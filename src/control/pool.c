@@ -1763,9 +1763,10 @@ void hlb_pool_failing(struct hlb_pool *p)
  * (backend_tick()), but an operator (drain, maint, weight 0) or a reload taking the last other
  * one out leaves those held before held until their holds end (up to 8 holds, or a flap
  * penalty's decay), with no backend taking clients. So <b>, held but ready with a weight, the
- * one back first by itself (service_first_back()), is released then: up on trial at once, as at its hold's end, its
- * flap damping forgotten (as when it leaves maint), said cause=last_backend; as the last one,
- * its failures count for nothing until another takes clients again.
+ * one back first by itself (service_first_back()), is released then: up on trial at once, as
+ * at its hold's end, its flap damping forgotten, all of it (as when it leaves maint), said
+ * cause=last_backend; as the last one, its failures count for nothing until another takes
+ * clients again.
  */
 static void backend_release_last(struct hlb_pool_backend *b, uint64_t now)
 {
