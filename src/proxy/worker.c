@@ -1328,6 +1328,21 @@ size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
 	return reset;
 }
 
+/*
+ * Queue the client to adopt <cmd> to the first worker that runs of the <n> from <first> on, in
+ * turn (round the workers): how many were passed before it, <n> if none runs. One rule for a
+ * client handed over (hlb_proxy_adopt()) and one a failed worker passes on (adopt_pass_on()).
+ */
+static uint32_t adopt_push(struct hlb_proxy *p, uint32_t first, uint32_t n, struct cmd *cmd)
+{
+	uint32_t k;
+
+	for (k = 0; k < n; k++)
+		if (worker_try_push(&p->workers[(first + k) % p->n_workers], cmd))
+			break;
+	return k;
+}
+
 bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
 		     uint32_t waited_ms, const struct sockaddr_storage *addr)
 {
@@ -1363,9 +1378,7 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 	 * after a failed one does not take its share too). Each is tried once. Before, the
 	 * client was refused when its turn fell to a failed worker, though others ran. */
 	first = atomic_fetch_add_explicit(&p->adopt_next, 1, memory_order_relaxed) % p->n_workers;
-	for (k = 0; k < p->n_workers; k++)
-		if (worker_try_push(&p->workers[(first + k) % p->n_workers], cmd))
-			break;
+	k = adopt_push(p, first, p->n_workers, cmd);
 	if (k && k < p->n_workers)
 		atomic_fetch_add_explicit(&p->adopt_next, k, memory_order_relaxed);
 	if (k == p->n_workers) {
@@ -1728,12 +1741,9 @@ void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l)
  */
 static bool adopt_pass_on(struct worker *w, struct cmd *cmd)
 {
-	struct hlb_proxy *p = w->proxy;
+	uint32_t others = w->proxy->n_workers - 1;
 
-	for (uint32_t k = 1; k < p->n_workers; k++)
-		if (worker_try_push(&p->workers[(w->id + k) % p->n_workers], cmd))
-			return true;
-	return false;
+	return adopt_push(w->proxy, w->id + 1, others, cmd) < others;
 }
 
 /*
