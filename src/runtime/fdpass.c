@@ -138,19 +138,6 @@ bool hlb_fdpass_send_from(int fd, const char *text, size_t len, size_t lines_off
 	return r > 0;
 }
 
-/* hlb_fdpass_send_counted() until <due_ms> (CLOCK_MONOTONIC) */
-static bool send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
-			 unsigned n_fds, uint64_t due_ms, unsigned *ret_went)
-{
-	struct hlb_fdpass_at at = { 0 };
-	bool sent = hlb_fdpass_send_from(fd, text, len, lines_off, fds, n_fds, &at, due_ms);
-	int err = errno;
-
-	*ret_went = at.sent;
-	errno = err;
-	return sent;
-}
-
 bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 		     unsigned n_fds)
 {
@@ -161,16 +148,20 @@ bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, con
 bool hlb_fdpass_send_by(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 			unsigned n_fds, uint64_t due_ms)
 {
-	unsigned went;
+	struct hlb_fdpass_at at = { 0 };
 
-	return send_counted(fd, text, len, lines_off, fds, n_fds, due_ms, &went);
+	return hlb_fdpass_send_from(fd, text, len, lines_off, fds, n_fds, &at, due_ms);
 }
 
 bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 			     unsigned n_fds, unsigned *ret_went)
 {
-	return send_counted(fd, text, len, lines_off, fds, n_fds,
-			    hlb_fdpass_due(HLB_FDPASS_SEND_MS), ret_went);
+	struct hlb_fdpass_at at = { 0 };
+	bool sent = hlb_fdpass_send_from(fd, text, len, lines_off, fds, n_fds, &at,
+					 hlb_fdpass_due(HLB_FDPASS_SEND_MS));
+
+	*ret_went = at.sent;
+	return sent;
 }
 
 /* <a> as /proc/net/tcp{,6} writes an address: the 32-bit words of the address as they lie in
