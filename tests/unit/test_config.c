@@ -51,10 +51,9 @@ static struct hashlb_config *load_ok(const char *yaml)
 }
 
 /*
- * <yaml> must be refused at <line>:<col> with a message containing <what>.
- * The file name in the error is the one given to the parser.
+ * <yaml> must be refused at <line>:<col> with a message containing <what>, returning <ret>,
+ * the error's reason <reason>. The file name in the error is the one given to the parser.
  */
-/* <yaml> refused as expect_error() says, with <ret> and <reason>. */
 static void expect_error_as(const char *yaml, int line, int col, const char *what, int ret,
 			    enum hashlb_err_reason reason)
 {
@@ -78,6 +77,7 @@ static void expect_error_as(const char *yaml, int line, int col, const char *wha
 			 err.column, err.msg);
 }
 
+/* A config error: -EINVAL, HASHLB_ERR_CONFIG. */
 static void expect_error(const char *yaml, int line, int col, const char *what)
 {
 	expect_error_as(yaml, line, col, what, -EINVAL, HASHLB_ERR_CONFIG);
