@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /* Taking an old process's listening sockets over (src/proxy/listener.c): a takeover that
- * fails gives back everything the answer brought, the resync socket included; and the
- * settings set at run time there are taken over by the rule of a reload (handover.c). */
+ * fails gives back everything the answer brought, the resync socket included; the settings
+ * set at run time there are taken over by the rule of a reload (handover.c); and sockets sent
+ * without waiting reach the taker on the lines that name them (fdpass.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -123,11 +125,100 @@ static void test_handover_carries_by_the_rule_of_a_reload(void **state)
 	assert_false(hlb_handover_weight_set(&set.s));
 }
 
+/*
+ * A text whose descriptors do not fit one message, sent without waiting (hlb_fdpass_send_some():
+ * GET /sockets on the admin endpoint's loop) through a socket that fills, again and again: each
+ * batch of HLB_FDPASS_PER_MSG rides on the first byte of the first line that names it (the
+ * answer's first byte for the first), every descriptor once, and the text arrives whole, however
+ * the socket cut it. The new process reads the descriptors in the order of the lines.
+ */
+static void test_send_some_batches_ride_on_their_lines(void **state)
+{
+	enum { N = 2 * HLB_FDPASS_PER_MSG + 7, LINE = 16, HEAD = 8 };
+	static char text[HEAD + N * LINE], got_text[sizeof(text)];
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * HLB_FDPASS_PER_MSG)];
+		struct cmsghdr align;
+	} ctl;
+	struct hlb_fdpass_at at = { 0 };
+	int sv[2], p[2], fds[N], sndbuf = 1, r = 0, fulls = 0;
+	unsigned batches = 0, came = 0;
+	size_t got = 0;
+
+	(void)state;
+	memcpy(text, "HEAD\r\n\r\n", HEAD);
+	for (int i = 0; i < N; i++) {
+		char line[LINE + 1];
+
+		snprintf(line, sizeof(line), "%0*d\n", LINE - 1, i);
+		memcpy(text + HEAD + i * LINE, line, LINE);
+	}
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	for (int i = 0; i < N; i++)
+		fds[i] = p[0];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	assert_int_equal(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+	/* a bound on the rounds, not a measure: each moves a byte or more */
+	for (int round = 0; got < sizeof(text) && round < 100000; round++) {
+		if (r != 1) {
+			r = hlb_fdpass_send_some(sv[0], text, sizeof(text), HEAD, fds, N, &at);
+			assert_true(r >= 0);
+			fulls += r == 0;
+		}
+		/* a byte a read: the descriptors come with the read of the byte they ride on */
+		for (;;) {
+			struct iovec iov = { got_text + got, 1 };
+			struct msghdr msg = { .msg_iov = &iov,
+					      .msg_iovlen = 1,
+					      .msg_control = ctl.buf,
+					      .msg_controllen = sizeof(ctl.buf) };
+			ssize_t n = recvmsg(sv[1], &msg, MSG_CMSG_CLOEXEC);
+
+			if (n < 0 && errno == EAGAIN)
+				break;
+			assert_int_equal(n, 1);
+			assert_false(msg.msg_flags & MSG_CTRUNC);
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm;
+			     cm = CMSG_NXTHDR(&msg, cm)) {
+				unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+				unsigned first = batches * HLB_FDPASS_PER_MSG;
+
+				/* batch b on line b * PER_MSG's first byte; the first on byte 0 */
+				assert_int_equal(got, first ? HEAD + (size_t)first * LINE : 0);
+				assert_int_equal(k, N - first < HLB_FDPASS_PER_MSG
+							    ? N - first
+							    : HLB_FDPASS_PER_MSG);
+				for (unsigned i = 0; i < k; i++) {
+					int fd;
+
+					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+					close(fd);
+				}
+				batches++;
+				came += k;
+			}
+			got++;
+		}
+	}
+	assert_int_equal(r, 1);
+	assert_true(fulls > 0); /* the socket filled: sent in parts, as the test means */
+	assert_int_equal(at.sent, N);
+	assert_int_equal(came, N);
+	assert_int_equal(got, sizeof(text));
+	assert_memory_equal(got_text, text, sizeof(text));
+	close(sv[0]);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_failed_takeover_closes_the_resync_socket),
 		cmocka_unit_test(test_handover_carries_by_the_rule_of_a_reload),
+		cmocka_unit_test(test_send_some_batches_ride_on_their_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
