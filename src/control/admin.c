@@ -990,10 +990,18 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		return;
 	}
 	if (hashlb_tuple_parse_src(client, &tuple) < 0) {
-		resp_error(resp, 400,
-			   "client '%s' is not an address: give ADDR, ADDR:PORT or [IPV6]:PORT "
-			   "(one client per argument)",
-			   client);
+		char why[200];
+
+		/* what is wrong, as hashlb lookup and vip= say it (a port out of range, a
+		 * ']' missing, a URL); a list, as one argument: one client each */
+		if (strchr(client, ','))
+			resp_error(resp, 400,
+				   "client '%s' is not an address: give ADDR, ADDR:PORT or "
+				   "[IPV6]:PORT (one client per argument)",
+				   client);
+		else
+			resp_error(resp, 400, "client '%s' is not an address: %s", client,
+				   hashlb_tuple_explain(client, why, sizeof(why)));
 		return;
 	}
 	if (snap->key != HASHLB_KEY_SRC_IP && !tuple.sport[0] && !tuple.sport[1]) {

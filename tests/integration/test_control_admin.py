@@ -2737,6 +2737,17 @@ def lookup_agrees_with_the_offline_lookup():
     rc, so, se = lb.ctl("lookup", "--vip", f"127.0.0.1:{lb.addr[1]}", "10.0.0.1,10.0.0.2")
     check(rc == 1 and "'10.0.0.1,10.0.0.2' is not an address" in se,
           f"ctl lookup names the client it cannot read: {rc} {se}")
+    # and says what is wrong with it, as hashlb lookup does (before: "give ADDR, ..." alone)
+    for client, why in (("10.0.0.1:99999", "port 99999 is out of range 0..65535"),
+                        ("[::1", "missing ']' after the IPv6 address"),
+                        ("http://10.0.0.1", "a URL: write it without 'http://'")):
+        rc, so, se = lb.ctl("lookup", "--vip", f"127.0.0.1:{lb.addr[1]}", client)
+        check(rc == 1 and f"client '{client}' is not an address: {why}" in se,
+              f"ctl lookup says why {client} is no client: {rc} {se}")
+        p = subprocess.run([HASHLB, "lookup", "--vip", f"127.0.0.1:{lb.addr[1]}", "-k",
+                            "4-tuple", client, "a"], capture_output=True, text=True, timeout=30)
+        check(p.returncode == 2 and why in p.stderr,
+              f"as hashlb lookup does: {p.returncode} {p.stderr}")
     check(lb.stop() == 0, "exit 0")
 
 
