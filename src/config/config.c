@@ -1468,7 +1468,9 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 
 	v = map_get(m, "address");
 	if (!v)
-		return fail(ld, m, "backend '%s' has no 'address' (a.b.c.d:PORT or [ADDR]:PORT)",
+		return fail(ld, m,
+			    "backend '%s' has no 'address' (a.b.c.d:PORT, [ADDR]:PORT or "
+			    "HOST:PORT)",
 			    b->name);
 	r = get_backend_addr(ld, v, b);
 	if (r < 0)

@@ -660,7 +660,7 @@ static void test_missing_keys(void **state)
 		     15, "empty list of backends");
 	expect_error(
 		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n      - name: a\n",
-		5, 9, "backend 'a' has no 'address'");
+		5, 9, "backend 'a' has no 'address' (a.b.c.d:PORT, [ADDR]:PORT or HOST:PORT)");
 	expect_error(
 		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n      - address: 127.0.0.1:1\n",
 		5, 9, "backend has no 'name'");
