@@ -1275,11 +1275,39 @@ static int refuse_link_local(struct loader *ld, const struct ynode *v, const cha
 	return why ? fail(ld, v, "'%s': '%s' is %s", key, v->text, why) : 0;
 }
 
+/*
+ * want_scalar() for an address: "[::1]" unquoted, a port left out, is YAML's list of one
+ * "::1", which "found a list" alone leaves a puzzle; with its port it is a syntax error
+ * that says to quote it (ytree.c), and so does this.
+ */
+static int want_addr_scalar(struct loader *ld, const struct ynode *v, const char *key,
+			    const char *expected)
+{
+	const struct ynode *i = v->type == YNODE_SEQ && v->n == 1 ? v->items[0] : NULL;
+	char a[64] = "";
+
+	if (i && i->type == YNODE_SCALAR && !i->quoted && strchr(i->text, ':'))
+		snprintf(a, sizeof(a), "%s", i->text);
+	/* "[::]", "[fd00::]": the last ':', before the ']', made the item a mapping of one
+	 * key and nothing */
+	else if (i && i->type == YNODE_MAP && ynode_pairs(i) == 1 &&
+		 ynode_key(i, 0)->type == YNODE_SCALAR && !ynode_key(i, 0)->quoted &&
+		 ynode_is_null(ynode_value(i, 0)))
+		snprintf(a, sizeof(a), "%s:", ynode_key(i, 0)->text);
+	if (a[0] && strlen(a) < sizeof(a) - 1 &&
+	    strspn(a, "0123456789abcdefABCDEF:.") == strlen(a)) /* an IPv6 address's */
+		return fail(ld, v,
+			    "'%s' must be %s, found a list: [%s] unquoted is YAML's list of one "
+			    "item; write the address in quotes with its port, as \"[%s]:80\"",
+			    key, expected, a, a);
+	return want_scalar(ld, v, key, expected);
+}
+
 static int get_addr(struct loader *ld, const struct ynode *v, const char *key, bool allow_port0,
 		    char **ret_text, struct sockaddr_storage *ret_addr, socklen_t *ret_len)
 {
 	char buf[160];
-	int r = want_scalar(ld, v, key, "an address (IPv4 a.b.c.d:PORT or IPv6 [ADDR]:PORT)");
+	int r = want_addr_scalar(ld, v, key, "an address (IPv4 a.b.c.d:PORT or IPv6 [ADDR]:PORT)");
 
 	if (r < 0)
 		return r;
@@ -1297,8 +1325,8 @@ static int get_backend_addr(struct loader *ld, const struct ynode *v, struct has
 {
 	char buf[200], host[HASHLB_HOST_MAX + 1];
 	uint16_t port;
-	int r = want_scalar(ld, v, "address",
-			    "an address (IPv4 a.b.c.d:PORT, IPv6 [ADDR]:PORT or NAME:PORT)");
+	int r = want_addr_scalar(ld, v, "address",
+				 "an address (IPv4 a.b.c.d:PORT, IPv6 [ADDR]:PORT or NAME:PORT)");
 
 	if (r < 0)
 		return r;
@@ -2539,7 +2567,7 @@ static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_co
 	if (ynode_is_null(v) || bool_of(v) == 0 ||
 	    (v->type == YNODE_SCALAR && v->quoted && !strcmp(v->text, "off")))
 		return 0;
-	r = want_scalar(ld, v, "admin", "an address, unix:/PATH or off");
+	r = want_addr_scalar(ld, v, "admin", "an address, unix:/PATH or off");
 	if (r < 0)
 		return r;
 	if (v->quoted && bool_text(v->text) == 0) /* it said "missing ':PORT'" */

@@ -118,6 +118,21 @@ static void test_yaml_syntax(void **state)
 		     "invalid value after mapping (an IPv6 address and port must be quoted");
 	expect_error(MINIMAL "      - {name: \xc3\xa9, address: [fe80::1]:80}\n", 7, 37,
 		     "(an IPv6 address and port must be quoted");
+	/* and "[::1]" without its port is a list of one: said so, not "found a list" alone */
+	expect_error(MINIMAL "      - name: b\n        address: [::1]\n", 8, 18,
+		     "found a list: [::1] unquoted is YAML's list of one item; write the address "
+		     "in quotes with its port, as \"[::1]:80\"");
+	expect_error("admin: [::1]\n" MINIMAL, 1, 8, "found a list: [::1] unquoted is YAML's");
+	expect_error("services:\n  - name: web\n    listen: [::]\n", 3, 13,
+		     "'listen' must be an address (IPv4 a.b.c.d:PORT or IPv6 [ADDR]:PORT), found a "
+		     "list: [::] unquoted");
+	expect_error("services:\n  - name: web\n    listen: [fd00::]\n", 3, 13,
+		     "found a list: [fd00::] unquoted is YAML's list of one item");
+	/* a list that is no such address is just a list */
+	expect_error("services:\n  - name: web\n    listen: [x:]\n", 3, 13,
+		     "[ADDR]:PORT), found a list");
+	expect_error("services:\n  - name: web\n    listen: [1.2.3.4]\n", 3, 13,
+		     "[ADDR]:PORT), found a list");
 	/* A tab used for indentation. */
 	expect_error("services:\n\t- name: x\n", 2, 1, "YAML syntax error");
 	/* A plain scalar that runs on into a key: libfyaml points at its start. */
