@@ -35,7 +35,8 @@ static void usage(FILE *f)
 		   "  Each table's memory is shown as built and at most (with backends\n"
 		   "  down), and the sum of the latter against table_memory. A duration is\n"
 		   "  printed as the config takes it, in the largest unit that writes it\n"
-		   "  exactly (5m, 30s, 1500ms).\n"
+		   "  exactly (5m, 30s, 1500ms); timeouts.idle's 0, no idle timeout, as\n"
+		   "  0 (never).\n"
 		   "  On error prints one line FILE:LINE:COLUMN: error: WHAT to stderr\n"
 		   "  (a newline or control byte in FILE written \\n or \\xNN).\n"
 		   "  What is valid but likely a mistake (a duration written without a\n"
@@ -117,6 +118,13 @@ static const char *duration(uint64_t ms, char buf[HASHLB_DURATION_STRLEN])
 {
 	hashlb_duration_format(ms, buf, HASHLB_DURATION_STRLEN);
 	return buf;
+}
+
+/* timeouts.idle: 0 is no idle timeout, which "idle=0ms" read as the opposite (closed at once,
+ * as drain's and queue's 0 are) */
+static const char *idle(uint32_t ms, char buf[HASHLB_DURATION_STRLEN])
+{
+	return ms ? duration(ms, buf) : "0 (never)";
 }
 
 /* timeouts.drain, "never" for never */
@@ -238,11 +246,11 @@ static int print_service(const struct hashlb_service_cfg *s)
 		printf("  timeouts     connect=%s idle=%s drain=%s (connect and idle: only for clients "
 		       "the daemon's listener serves while the kernel has no table of the "
 		       "service)\n",
-		       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
+		       duration(s->connect_timeout_ms, d1), idle(s->idle_timeout_ms, d2),
 		       drain(s->drain_timeout_ms, d3));
 	else
 		printf("  timeouts     connect=%s idle=%s drain=%s queue=%s%s\n",
-		       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
+		       duration(s->connect_timeout_ms, d1), idle(s->idle_timeout_ms, d2),
 		       drain(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
 		       s->abort_on_close ? " (abort_on_close)" : "");
 	/* the forwarder's, per connection it makes: the kernel path makes none (a kernel-steered

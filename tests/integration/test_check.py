@@ -151,6 +151,17 @@ for want in (", host names resolved again every 90s\n",
              "  keepalive    user_timeout=3m (data unacknowledged"):
     check(r.returncode == 0 and want in r.stdout, f"check prints {want.strip()!r}: {r.stdout}{r.stderr}")
 
+# idle: 0 is no idle timeout, said so: "idle=0ms" read as connections closed at once, as
+# drain's and queue's 0 are
+r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+                 "    timeouts: {idle: 0, drain: 0}\n"
+                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+want = "  timeouts     connect=3s idle=0 (never) drain=0ms queue=0ms\n"
+check(r.returncode == 0 and want in r.stdout, f"check prints idle: 0 as never: {r.stdout}{r.stderr}")
+got = kernel_timeouts("    timeouts: {idle: 0}\n")
+check(got == f"connect=3s idle=0 (never) drain=30s {WHAT_FOR}",
+      f"and for a kernel-steered service: {got}")
+
 # passive-only health (checks off) in the key words the config takes and within 80 columns,
 # as the line of checks (it ran to 101 with a sentence of its own)
 r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
