@@ -143,7 +143,7 @@ def accepts(kind, label):
     if k == "factor":
         if label == "exp":
             return None
-        return label in ("int", "zero", "float", "hex")  # 0x10 is a YAML integer: 16
+        return label in ("int", "zero", "float", "hex", "octal")  # 0x10, 0o17: YAML integers
     if k == "admin":
         return label in ("null", "tilde", "empty")  # off
     if k in ("name", "string", "bytes"):
@@ -358,7 +358,7 @@ RANGES = {
     "allow_clients": [("[1.2.3.4/33]", 0), ('["::/129"]', 0), ("[1.2.3.4/-1]", 0),
                       ("[1.2.3.4/8]", None), ("[0.0.0.0/0]", 1), ("[[1]]", 0),
                       ("[{a: 1}]", 0), ("[~]", 0), ("[1.2.3.4/]", 0), ("[/8]", 0)],
-    "admin": [("off", 1), ('"off"', 0), ("false", 1), ("no", 1), ("unix:/tmp/x.sock", 1),
+    "admin": [("off", 1), ('"off"', 1), ("false", 1), ("no", 1), ("unix:/tmp/x.sock", 1),
               ("unix:", 0), ("unix:relative", None), ("127.0.0.1", 0), ("yes", 0),
               ("unix:/" + "a" * 200, 0)],
     "workers": [("auto", 1), ('"auto"', None), ("Auto", 0), ("AUTO", 0)],
