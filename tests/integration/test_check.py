@@ -72,6 +72,43 @@ check(r.returncode == 0 and small and total and
       small.group(1) == f"{int(total.group(1)) / 1024:.1f}" != "0.0",
       f"check prints a small table's size in KiB: {r.stdout}")
 
+# weights more than 16 times apart: a table counts 1/4 byte a slot more (README), the owner
+# blocks over its effective slots and over its full ones, which a table with a backend down keeps
+# for the return; the README's example, within 1/8 byte a slot of table_memory, accepted while
+# they counted 1/8 byte a slot, is refused now, and the same under 16 times apart is not
+def skew_config(weight, cap):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"table_memory: {cap}\nservices:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+                "    table_size: 170813\n    backends:\n"
+                f"      - {{name: a, address: 127.0.0.1:18381, weight: {weight}}}\n"
+                "      - {name: b, address: 127.0.0.1:18382, weight: 1}\n")
+    r = run("check", "-c", f.name)
+    os.unlink(f.name)
+    return r, f.name
+
+
+def up_to(r):
+    m = re.search(r"^  table        \d+ bytes \(up to (\d+) with backends down\)$", r.stdout, re.M)
+    return int(m.group(1)) if m else None
+
+
+m = 170813
+blocks = ((m >> 6) + 1 + (m >> 12) + 1) * 4 * 2  # owner blocks over M slots: 1/8 byte a slot
+skewed, _ = skew_config(100, 0)
+even, _ = skew_config(10, 0)
+check(skewed.returncode == even.returncode == 0 and up_to(skewed) is not None and
+      up_to(even) is not None and up_to(skewed) - up_to(even) == 2 * blocks,
+      f"weights 100:1 count two sets of owner blocks ({2 * blocks} bytes) more than 10:1: "
+      f"{up_to(skewed)} vs {up_to(even)}")
+r, name = skew_config(100, "1MiB")
+check(r.returncode == 1 and r.stdout == "" and
+      re.fullmatch(rf"{re.escape(name)}:3:5: error: service 'web': with its table \(\d+ bytes at "
+                   r"most\) the services' tables up to it may take \d+ bytes, over table_memory "
+                   r"1MiB \(1048576\): raise it \(0 = no cap\)\n", r.stderr),
+      f"the README's example, 100:1 under 1MiB, is refused: exit {r.returncode}: {r.stderr}")
+r, _ = skew_config(10, "1MiB")
+check(r.returncode == 0, f"10:1 under 1MiB fits: exit {r.returncode}: {r.stderr}")
+
 # slow_start and balance_factor send clients past the table's backend: shown when on (check
 # printed neither, where it shows keepalive, the client lists, the PROXY protocol...)
 with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
