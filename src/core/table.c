@@ -300,8 +300,12 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 		 * exported index (<= 4) and the lookup index (<= 16) */
 		bytes += pts * (2 * (8 + 2) + 4 + 16);
 		bytes += pts * 2 * sizeof(uint64_t) * 2; /* build scratch: two point arrays */
-		if (skewed) /* over the effective and the full points */
-			bytes += 2 * owner_blocks_bytes(pts);
+		/* over the effective points: those over the full ones that a table with
+		 * backends down keeps (hashlb_table_with_down(), never a build) are less
+		 * than the scratch, freed before, which a table made from this one does not
+		 * hold: the cap bounds it without them */
+		if (skewed)
+			bytes += owner_blocks_bytes(pts);
 	}
 	return bytes;
 }

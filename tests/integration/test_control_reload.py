@@ -1085,7 +1085,7 @@ def reloads_that_run_time_weights_leave_no_table_are_refused():
     rc, so, se, logged = lb.reload()
     check(rc == 1 and ":4:5: error: service 't', with the weight of 1 backend set at run time "
           "(hashlb ctl set) kept over the config: ring of 50100000 points (vnodes 100000 x "
-          "weights summed 501) needs 3613560758 bytes to build, above the cap of 268435456"
+          "weights summed 501) needs 3613560766 bytes to build, above the cap of 268435456"
           in se and not any("table build failed" in l for l in lb.log),
           f"vnodes 100000 beside weight 500: refused: {rc} {se!r}")
     rc, so, se = lb.ctl("table")

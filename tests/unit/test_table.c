@@ -567,6 +567,74 @@ static void test_accessors(void **state)
 	test_backends_free(&b);
 }
 
+/* What a build of <p> over <spec> (<n>) needs, as the memory cap counts it: the figure its refusal
+ * at a cap of 1 byte says. */
+static uint64_t build_need(struct hashlb_table_params p, const struct hashlb_backend_spec *spec,
+			   size_t n)
+{
+	struct hashlb_error err;
+	unsigned long long need = 0;
+	const char *at;
+
+	p.max_bytes = 1;
+	assert_int_equal(hashlb_table_check(&p, spec, n, &err), -E2BIG);
+	at = strstr(err.msg, "needs ");
+	assert_non_null(at);
+	assert_int_equal(sscanf(at, "needs %llu bytes", &need), 1);
+	return need;
+}
+
+/*
+ * The memory cap (max_bytes, 256 MiB by default) bounds a build and every table made from it,
+ * with weights more than 16 times apart too: a Maglev table with a backend down holds two sets
+ * of owner blocks (over its effective slots, and over the full ones, kept from the table it was
+ * made from for the return), and the cap counts both; a ring's build allocates one, and a
+ * table made from it holds the second in place of the build's scratch (32 bytes a point, freed
+ * before the blocks are built), which the cap counts already: the cap counts one set for it.
+ * Before, it counted both for the ring too, so a skewed ring within 1/8 byte a point of the cap
+ * (about 3.72 million points: weights 10000 and 1 at vnodes 372) was refused, where nothing it
+ * or a table made from it holds passes the cap.
+ */
+static void test_cap_bounds_skewed_tables(void **state)
+{
+	/* 17:1 is skewed, 16:2 is not: the same points (18 a vnode), names and backends */
+	static const uint32_t skewed[2] = { 17, 1 }, even[2] = { 16, 2 };
+	struct test_backends b;
+	bool off[2] = { false, true };
+
+	test_backends_init(&b, 2, "cap-");
+	for (int s = 0; s < 2; s++) {
+		struct hashlb_table_params p;
+		struct hashlb_table *t, *down;
+		bool maglev = schemes[s] == HASHLB_SCHEME_MAGLEV;
+		uint64_t entries = maglev ? HASHLB_MAGLEV_M_DEFAULT : 18 * 1000, set, need;
+
+		hashlb_table_params_init(&p, schemes[s]);
+		if (!maglev)
+			p.ring_v = 1000;
+		/* one set of owner blocks over the full entries */
+		set = ((entries >> OWNER_SMALL_BITS) + 1 + (entries >> OWNER_LARGE_BITS) + 1) *
+		      OWNER_SET * sizeof(uint16_t);
+		for (int i = 0; i < 2; i++)
+			b.spec[i].weight = even[i];
+		need = build_need(p, b.spec, 2);
+		for (int i = 0; i < 2; i++)
+			b.spec[i].weight = skewed[i];
+		assert_int_equal(build_need(p, b.spec, 2) - need, maglev ? 2 * set : set);
+		/* at that cap it builds, and the table with a backend down made from it, which
+		 * holds both sets (the build's as its full blocks), is within it too */
+		p.max_bytes = need + (maglev ? 2 * set : set);
+		assert_int_equal(hashlb_table_build(&p, b.spec, 2, &t, NULL), 0);
+		assert_int_equal(hashlb_table_with_down(t, off, &down, NULL), 0);
+		assert_true(hashlb_table_bytes_shared(down, t) >= set);
+		assert_true(hashlb_table_bytes(t) <= p.max_bytes);
+		assert_true(hashlb_table_bytes(down) <= p.max_bytes);
+		hashlb_table_free(down);
+		hashlb_table_free(t);
+	}
+	test_backends_free(&b);
+}
+
 /*
  * hashlb_table_bytes_max() bounds what a table holds whichever backends
  * are down, built so or by a health change from the table with all up (a
@@ -727,6 +795,7 @@ int main(void)
 		cmocka_unit_test(test_preference_skewed),
 		cmocka_unit_test(test_accessors),
 		cmocka_unit_test(test_shares_in_one_pass),
+		cmocka_unit_test(test_cap_bounds_skewed_tables),
 		cmocka_unit_test(test_bytes_max_bounds_the_table),
 	};
 
