@@ -465,6 +465,15 @@ struct hlb_steer_tstats2 {
 	__u64 drops[HLB_STEER_DROP_MAX];
 };
 
+/*
+ * The size of hlb_tstats2's value as the first hashlb that had it made it (its 12 counters):
+ * the least a found program's may be. A newer hashlb's struct may be larger, counters added
+ * at its end, and it must still find and read an older hashlb's program of values this size
+ * (the counters past them read 0): a reader's floor is this figure, never sizeof(struct
+ * hlb_steer_tstats2), which grows with the struct and would refuse every older program.
+ */
+#define HLB_STEER_TSTATS2_SIZE_MIN 96
+
 /* hlb_tnames' value: the name of the service whose table it is (hashlb run's, written as it
  * takes the table, or hashlb steer -c's as it publishes; "" if none said, as hashlb steer's
  * without -c, an --update's too), NUL-padded, without a NUL at HLB_STEER_TNAME_MAX bytes: a
@@ -477,6 +486,8 @@ struct hlb_steer_tname {
 #define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)
 
 _Static_assert(sizeof(struct hlb_steer_vip) == 24, "vip layout");
+_Static_assert(sizeof(struct hlb_steer_tstats2) >= HLB_STEER_TSTATS2_SIZE_MIN,
+	       "hlb_tstats2 grows at its end, never shrinks");
 _Static_assert(sizeof(struct hlb_steer_table) == 40, "table layout");
 _Static_assert(sizeof(struct hlb_steer_backend) == 32, "backend layout");
 /* The program copies the MACs as aligned words (bpf/steer.bpf.c, set_macs). */

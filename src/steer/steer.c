@@ -1102,10 +1102,11 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
  * the size of every array of a table's figures (hashlb_steer_flows_tables(),
  * hashlb_steer_tables_stats(): before, a forged program's hlb_tables of more entries was
  * copied past them); hlb_tstats of values not 16 bytes (read into a buffer of that size: a
- * larger one would overrun it), hlb_tstats2 of values short of its struct or not whole
- * counters (read by its value size: a newer hashlb's may add counters at its end); either of
- * fewer entries than tables. None of this hashlb's or an older one's is refused: their sizes
- * never changed.
+ * larger one would overrun it), hlb_tstats2 of values short of the first hashlb's that had
+ * it (HLB_STEER_TSTATS2_SIZE_MIN, not this one's struct: a newer hashlb's may add counters at
+ * its end, and must still read this one's) or not whole counters (read by its value size);
+ * either of fewer entries than tables. None of this hashlb's or an older one's is refused:
+ * their sizes never changed.
  */
 static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_info *info,
 			     char *why, size_t n)
@@ -1122,12 +1123,11 @@ static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_
 			 info[M_TSTATS].value_size, sizeof(struct hlb_steer_tstats));
 		return true;
 	}
-	if (s->fd[M_TSTATS2] >= 0 &&
-	    (info[M_TSTATS2].value_size < sizeof(struct hlb_steer_tstats2) ||
-	     info[M_TSTATS2].value_size % 8)) {
-		snprintf(why, n, "has map '%s' of %u-byte values, not %zu or more 8-byte counters",
+	if (s->fd[M_TSTATS2] >= 0 && (info[M_TSTATS2].value_size < HLB_STEER_TSTATS2_SIZE_MIN ||
+				      info[M_TSTATS2].value_size % 8)) {
+		snprintf(why, n, "has map '%s' of %u-byte values, not %u or more 8-byte counters",
 			 map_names[M_TSTATS2], info[M_TSTATS2].value_size,
-			 sizeof(struct hlb_steer_tstats2));
+			 HLB_STEER_TSTATS2_SIZE_MIN);
 		return true;
 	}
 	for (size_t i = 0; i < sizeof(per_table) / sizeof(per_table[0]); i++) {

@@ -10,6 +10,7 @@
  * hlb_tstats2 of values shorter than its struct, hlb_tstats2 of fewer entries than
  * tables. The program sized as this hashlb sizes it is found.
  */
+#include <inttypes.h>
 #include <net/if.h>
 #include <sched.h>
 #include <unistd.h>
@@ -47,6 +48,54 @@ static void set_value_size(struct bpf_object *obj, const char *map, uint32_t siz
 		fprintf(stderr, "no map %s to size\n", map);
 		exit(1);
 	}
+}
+
+/*
+ * Of a found program <s> (<obj>, hlb_tstats2 of <size>-byte values), table 1's figures as
+ * hashlb_steer_tables_stats() reads them from counters the test writes into each CPU's value
+ * (the kernel's layout: each CPU's value at round_up(<size>, 8) bytes), whatever <size>: the
+ * first hashlb's 96 bytes, this one's, or a newer one's, a counter more (never read).
+ */
+static void check_read(struct bpf_object *obj, struct hashlb_steer *s, uint32_t size,
+		       const char *what)
+{
+	struct hlb_steer_stats st[HASHLB_STEER_TABLES_MAX];
+	int ncpu = libbpf_num_possible_cpus(), fd;
+	size_t stride = (size + 7) / 8; /* in counters */
+	uint64_t *per, sum = 0;
+	uint32_t key = 1;
+
+	fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "hlb_tstats2"));
+	per = calloc((size_t)ncpu, stride * 8);
+	if (ncpu <= 0 || fd < 0 || !per) {
+		fprintf(stderr, "%s: no hlb_tstats2 to write\n", what);
+		exit(1);
+	}
+	for (int c = 0; c < ncpu; c++) {
+		uint64_t *v = per + (size_t)c * stride;
+
+		v[0] = (uint64_t)c + 1; /* new_flows */
+		v[6] = 10 * ((uint64_t)c + 1); /* ct_closing */
+		v[7 + HLB_STEER_DROP_NO_BACKEND] = 100;
+		for (size_t i = sizeof(struct hlb_steer_tstats2) / 8; i < size / 8; i++)
+			v[i] = 7777; /* a newer hashlb's counter: this one reads none */
+		sum += (uint64_t)c + 1;
+	}
+	if (bpf_map_update_elem(fd, &key, per, BPF_ANY) < 0) {
+		perror("writing hlb_tstats2");
+		exit(1);
+	}
+	free(per);
+	memset(st, 0, sizeof(st));
+	CHECK(hashlb_steer_tables_stats(s, st) == 0 && st[1].new_flows == sum &&
+		      st[1].ct_closing == 10 * sum &&
+		      st[1].drops[HLB_STEER_DROP_NO_BACKEND] == 100 * (uint64_t)ncpu &&
+		      st[0].new_flows == 0 && st[0].ct_closing == 0,
+	      "%s: table 1's figures of %d CPUs' %u-byte values: new_flows %" PRIu64
+	      " (want %" PRIu64 "), ct_closing %" PRIu64 ", drop_no_backend %" PRIu64
+	      ", table 0's new_flows %" PRIu64,
+	      what, ncpu, size, (uint64_t)st[1].new_flows, sum, (uint64_t)st[1].ct_closing,
+	      (uint64_t)st[1].drops[HLB_STEER_DROP_NO_BACKEND], (uint64_t)st[0].new_flows);
 }
 
 static void check(const char *obj_path, int ifindex, const struct forged *f)
@@ -87,6 +136,11 @@ static void check(const char *obj_path, int ifindex, const struct forged *f)
 	if (!f->want[0]) {
 		CHECK(ret == 0 && hashlb_steer_tables(s) == f->tables, "%s: not found: %d %s",
 		      f->what, ret, err.msg);
+		if (ret == 0)
+			check_read(obj, s,
+				   f->tstats2_size ? f->tstats2_size
+						   : (uint32_t)sizeof(struct hlb_steer_tstats2),
+				   f->what);
 	} else {
 		CHECK(ret == -EPROTO, "%s: found: %d, not -EPROTO", f->what, ret);
 		for (int i = 0; i < 3 && f->want[i]; i++)
@@ -109,6 +163,26 @@ int main(int argc, char **argv)
 	char many[64];
 	const struct forged cases[] = {
 		{ "as this hashlb sizes it", 2, 0, 0, 0, { NULL } },
+		/* an older hashlb's: the first with hlb_tstats2 (a newer hashlb, its struct
+		 * grown, must still find it), and a newer one's, a counter more */
+		{ "hlb_tstats2 of the first hashlb's 96-byte values",
+		  2,
+		  0,
+		  HLB_STEER_TSTATS2_SIZE_MIN,
+		  0,
+		  { NULL } },
+		{ "hlb_tstats2 of a newer hashlb's values, a counter more",
+		  2,
+		  0,
+		  (uint32_t)sizeof(struct hlb_steer_tstats2) + 8,
+		  0,
+		  { NULL } },
+		{ "hlb_tstats2 of values not whole counters",
+		  2,
+		  0,
+		  HLB_STEER_TSTATS2_SIZE_MIN + 4,
+		  0,
+		  { "map 'hlb_tstats2' of 100-byte values, not 96 or more 8-byte counters" } },
 		{ "more tables",
 		  HASHLB_STEER_TABLES_MAX + 1,
 		  0,
