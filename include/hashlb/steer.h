@@ -267,6 +267,17 @@ bool hashlb_steer_table_serves(struct hashlb_steer *s, uint32_t table);
  */
 int hashlb_steer_set_name(struct hashlb_steer *s, const char *name);
 /*
+ * hashlb_steer_set_name() of a hashlb steer, not hashlb run: under the publication lock,
+ * refused (-EBUSY, <err> as hashlb_steer_check_driver() with <remedy>) where a live hashlb run
+ * has marked <s>'s program its own (hashlb_steer_set_daemon(), under that lock, before it
+ * names its table), since the check the caller made before it published: that hashlb run's
+ * name stands. Before, a hashlb steer --update of an orphan's table racing a daemon taking it
+ * over could write its name over the daemon's, written once: --stats named the daemon's table
+ * none until it restarted. 0, or -errno with <err>.
+ */
+int hashlb_steer_set_name_unowned(struct hashlb_steer *s, const char *name, const char *iface,
+				  const char *remedy, struct hashlb_error *err);
+/*
  * The name of table <table> of <s>'s program (hashlb_steer_set_name()'s, "" if none was
  * given: a hashlb steer's) into <ret_name> (<len> bytes, HLB_STEER_TNAME_MAX + 1 for any).
  * The table's, whether or not it serves a VIP now (hashlb_steer_table_serves()). 0,

@@ -713,12 +713,14 @@ static int steer_publish(struct steer_args *a)
 	/* The table is this process's now: named as --stats reads it without the config, the
 	 * service of -c FILE, none without. Before, none was written: an --update of an
 	 * orphan's kept its dead hashlb run's service's name, and a foreground steer -c FILE
-	 * named none. */
-	ret = hashlb_steer_set_name(s, a->svc ? a->svc->name : "");
-	if (ret < 0) {
-		cli_error("naming the table in the program on %s: %s\n", a->iface, strerror(-ret));
-		goto out;
-	}
+	 * named none. Not where a hashlb run took the program over since the check above: its
+	 * name stands, and this says so (exit 1). */
+	ret = hashlb_steer_set_name_unowned(
+		s, a->svc ? a->svc->name : "", a->iface,
+		"it took the program over meanwhile: change its config (and reload) or use hashlb ctl",
+		&err);
+	if (ret < 0)
+		goto out_err;
 	if (hashlb_steer_unlocked(s))
 		cli_error("note: published without the lock that keeps publications into the "
 			  "program on %s apart (%s): one another process makes at the same moment "

@@ -176,6 +176,12 @@ int hashlb_steer_set_name(struct hashlb_steer *s, const char *name)
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_set_name_unowned(struct hashlb_steer *s, const char *name, const char *iface,
+				  const char *remedy, struct hashlb_error *err)
+{
+	return -EOPNOTSUPP;
+}
+
 int hashlb_steer_table_name(struct hashlb_steer *s, uint32_t table, char *ret_name, size_t len)
 {
 	return -EOPNOTSUPP;

@@ -2640,6 +2640,28 @@ int hashlb_steer_set_name(struct hashlb_steer *s, const char *name)
 	return name_write(s, s->tables > 1 ? s->table : 0, name);
 }
 
+int hashlb_steer_set_name_unowned(struct hashlb_steer *s, const char *name, const char *iface,
+				  const char *remedy, struct hashlb_error *err)
+{
+	int fd, ret = publish_lock(s, &fd, err);
+
+	if (ret < 0)
+		return ret;
+	/* a hashlb run marks the program under this lock, then names its table: marked
+	 * before this, its name is left; marked after, it names its table after this */
+	ret = hashlb_steer_check_driver(s, iface, remedy, err);
+	if (ret == 0) {
+		ret = hashlb_steer_set_name(s, name);
+		if (ret < 0)
+			hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				   "naming the table in the program on "
+				   "'%s': %s",
+				   iface, strerror(-ret));
+	}
+	publish_unlock(fd);
+	return ret;
+}
+
 int hashlb_steer_table_name(struct hashlb_steer *s, uint32_t table, char *ret_name, size_t len)
 {
 	struct hlb_steer_tname v;

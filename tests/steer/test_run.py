@@ -40,6 +40,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -329,6 +330,113 @@ def manual_update(topo, servers):
     finally:
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
+def gdb_stopped(at, mark, go):
+    """A command prefix: gdb runs the command, stops it at function <at>, writes its pid into
+    file <mark> and waits (60 s at most) for file <go> before it lets it go on."""
+    return ["prlimit", "--core=0", "--", "gdb", "-q", "-batch", "-nx",
+            "-ex", "set startup-with-shell off", "-ex", f"break {at}", "-ex", "run",
+            "-ex", f"python open({mark!r}, 'w').write(str(gdb.selected_inferior().pid))",
+            "-ex", "python import os, time; [time.sleep(0.1) for _ in range(600) "
+                   f"if not os.path.exists({go!r})]",
+            "-ex", "delete", "-ex", "continue", "--args"]
+
+
+def wait_file(path, proc):
+    """The text of file <path> once it is written (10 s at most), None if <proc> ended first."""
+    for _ in range(100):
+        if os.path.exists(path) and os.path.getsize(path):
+            with open(path) as f:
+                return f.read()
+        if proc.poll() is not None:
+            return None
+        time.sleep(0.1)
+    return None
+
+
+def update_taken_over(topo, servers):
+    """An --update of an orphan's table (a hashlb steer --keep's, which no hashlb run marked its
+    own) while a hashlb run takes the program over: the daemon stopped by gdb past its look
+    for a process holding the program, as it marks it its own; the --update, its check for a
+    hashlb run passed, stopped by gdb after its table, before its VIPs and its name; the daemon
+    let go marks the program, names its table web and publishes; the --update let go then
+    exits 1 naming hashlb run, and --stats names the table web, the daemon's. Before, the
+    --update wrote its name ("", no -c) over the daemon's, written once as it took the program
+    over: --stats named the table the daemon drives none until it restarted."""
+    if not shutil.which("gdb"):
+        raise T.Skip("gdb is not installed (scripts/setup.sh installs it)")
+    files = {k: tempfile.mktemp(prefix=f"hlbst-{k}-") for k in ("d", "d_go", "u", "u_go")}
+    d = upd = None
+    pid = None
+    try:
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--vip", f"{T.VIP}:{T.VIP_PORT}",
+                 "--key", "4-tuple",
+                 *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
+                 ns=topo.lb, check=False)
+        check(p.returncode == 0, f"update taken over: steer --keep: {p.stderr.strip()}")
+        d = Daemon(topo, service(topo))
+        d.prefix = gdb_stopped("hashlb_steer_set_daemon", files["d"], files["d_go"])
+        d.start()
+        pid = wait_file(files["d"], d.proc)
+        check(pid is not None, "update taken over: gdb did not stop the daemon as it marks the "
+              f"program: {[l for l in d.lines if 'steering' in l][:2]}")
+        upd = topo.spawn(topo.lb, [
+            *gdb_stopped("hashlb_steer_set_vips", files["u"], files["u_go"]), HASHLB, "steer",
+            "-i", "eth0", "--update", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+            *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(wait_file(files["u"], upd) is not None,
+              "update taken over: gdb did not stop the --update after its table")
+        open(files["d_go"], "w").close()
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              f"update taken over: the daemon published no table: "
+              f"{[l for l in d.lines if 'steering' in l][:2]}")
+        named = steer_stats(topo).get("service")
+        open(files["u_go"], "w").close()
+        out, err = upd.communicate(timeout=60)
+        code = gdb_exit(out)
+        after = steer_stats(topo).get("service", "none")
+        print(f"update taken over: the table's service {named} once the daemon took it over, "
+              f"{after} after the --update (exit {code}: {err.strip()[-160:]!r})", flush=True)
+        check(named == "web" and after == "web",
+              f"update taken over: --stats' service {named}, then {after} once the --update "
+              f"went on, want web and web (the daemon's)")
+        check(code == 1 and "driven by hashlb run" in err,
+              f"update taken over: the --update: exit {code}, {err.strip()[-300:]!r}, want 1 "
+              f"naming the daemon")
+    finally:
+        for k in ("d_go", "u_go"):
+            open(files[k], "w").close()
+        if upd:
+            try:
+                upd.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                upd.kill()
+                upd.wait(timeout=10)
+        if pid and pid.isdigit():
+            try:
+                os.kill(int(pid), signal.SIGTERM)  # the daemon gdb runs: a stop detaches
+            except ProcessLookupError:
+                pass
+        if d:
+            try:
+                d.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                d.proc.kill()
+            d.stop()
+        for f in files.values():
+            if os.path.exists(f):
+                os.unlink(f)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
+def gdb_exit(out):
+    """hashlb's exit status as gdb -batch printed it: None if it did not end."""
+    m = re.search(r"terminated with signal (SIG[A-Z0-9]+)|exited (normally|with code (\d+))", out)
+    if not m:
+        return None
+    return -signal.Signals[m.group(1)] if m.group(1) else int(m.group(3) or 0)
 
 
 def steer_stats(topo, mode="auto", iface="eth0"):
@@ -3374,7 +3482,8 @@ def body(topo):
              ("driven_later", driven_later),
              ("worker_failed", worker_failed),
              ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
-             ("manual_update", manual_update), ("lock_held", lock_held),
+             ("manual_update", manual_update),
+             ("update_taken_over", update_taken_over), ("lock_held", lock_held),
              ("other_version", other_version),
              ("flows", flows), ("outgrown", outgrown),
              ("too_small", too_small), ("slots_held", slots_held),
