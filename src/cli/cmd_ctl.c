@@ -875,9 +875,8 @@ static long json_int(const char *json, const char *key)
 static int carried_cmp(const void *x, const void *y)
 {
 	const struct hlb_handover_set *a = x, *b = y;
-	int c = strcmp(a->svc, b->svc);
 
-	return c ? c : strcmp(a->name, b->name);
+	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 /* The settings of <text>'s "set" lines that hold a weight set at run time
