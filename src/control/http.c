@@ -23,9 +23,14 @@
 #define HTTP_BUSY_TIMEOUT_MS(h) ((h)->timeout_ms / 10)
 /* How long an answer with descriptors riding on it (GET /sockets) waits in all for its client to
  * read what does not fit the socket when the descriptors still to go cannot be kept (copies:
- * the fd limit): it holds the control thread (checks, other requests) meanwhile. Else it goes
+ * the fd limit, HTTP_FDS_KEPT_MAX): it holds the control thread (checks, other requests) meanwhile. Else it goes
  * on the loop as any answer does (conn_fds_keep()). */
 #define HTTP_FDS_SEND_MS 1000
+/* The most descriptors the answers of every connection keep copied at once (conn_fds_keep()):
+ * one GET /sockets's most (admin.c's SOCKETS_MAX). Past it, an answer waits in poll() as where
+ * they cannot be copied: each slow reader kept its own, up to 64 answers' worth (262,144), taken
+ * from the descriptors the workers' clients need, for 10 s a client that reads nothing. */
+#define HTTP_FDS_KEPT_MAX 4096u
 /*
  * The headers of every 503 the endpoint answers, each to a request it did not carry out (too
  * many connections, answers not read, handed over at an upgrade): no cache (a proxy or a
@@ -461,14 +466,27 @@ static void conn_give_up(struct http_conn *c)
 	conn_close(c);
 }
 
+/* The copies the answers of <h>'s connections hold, of descriptors still to go. */
+static unsigned http_fds_kept(const struct hlb_http *h)
+{
+	unsigned n = 0;
+
+	for (const struct http_conn *c = h->conns; c; c = c->next)
+		n += c->fds ? c->n_fds - c->fds_at.sent : 0;
+	return n;
+}
+
 /*
  * The descriptors <fds> (<n> of them) of <c>'s answer that did not go yet (from c->fds_at.sent
  * on) copied, for conn_flush_fds() to send once there is room: the caller's are lent for the
  * call alone (a worker closes a listener's own as a reload removes it, and its number may be
- * another's by then). Whether they were: not at the fd limit, nor out of memory.
+ * another's by then). Whether they were: not past HTTP_FDS_KEPT_MAX with those the other
+ * answers hold, not at the fd limit, nor out of memory.
  */
 static bool conn_fds_keep(struct http_conn *c, const int *fds, unsigned n)
 {
+	if (n - c->fds_at.sent + http_fds_kept(c->h) > HTTP_FDS_KEPT_MAX)
+		return false;
 	c->fds = malloc(n * sizeof(*c->fds));
 	if (!c->fds)
 		return false;
@@ -490,7 +508,7 @@ static bool conn_fds_keep(struct http_conn *c, const int *fds, unsigned n)
  * which starts at <body_off>. What does not fit the socket goes on the loop as any answer does
  * (conn_flush()), the descriptors still to go copied (conn_fds_keep()): the control thread goes
  * on (checks, other requests) while a client is slow to read. It waited in poll() up to
- * HTTP_FDS_SEND_MS, as it still does where they cannot be copied.
+ * HTTP_FDS_SEND_MS, as it still does where they cannot be copied (or past HTTP_FDS_KEPT_MAX).
  */
 static void conn_send_fds(struct http_conn *c, size_t body_off, const struct hlb_http_resp *resp)
 {

@@ -726,10 +726,10 @@ static const char *answer_of(int fd, char *buf, size_t size)
 	return buf;
 }
 
-/* An endpoint of hold_wait() (<held>) on a unix socket in a new directory made of <dir>, at
- * <sun>, on a new loop into <*l>. */
-static struct hlb_http *hold_wait_server(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
-					 uint64_t *held)
+/* An endpoint of <fn> (<arg>) on a unix socket in a new directory made of <dir>, at <sun>, on
+ * a new loop into <*l>. */
+static struct hlb_http *unix_server(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
+				    hlb_http_handler fn, void *arg)
 {
 	struct hashlb_error err = { 0 };
 	struct hlb_http *h;
@@ -737,10 +737,16 @@ static struct hlb_http *hold_wait_server(char *dir, struct sockaddr_un *sun, str
 	assert_non_null(mkdtemp(dir));
 	snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/admin.sock", dir);
 	assert_int_equal(hlb_loop_new(l), 0);
-	assert_int_equal(hlb_http_new(*l, (const struct sockaddr *)sun, sizeof(*sun), hold_wait,
-				      held, &h, &err),
-			 0);
+	assert_int_equal(
+		hlb_http_new(*l, (const struct sockaddr *)sun, sizeof(*sun), fn, arg, &h, &err), 0);
 	return h;
+}
+
+/* An endpoint of hold_wait() (<held>): unix_server(). */
+static struct hlb_http *hold_wait_server(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
+					 uint64_t *held)
+{
+	return unix_server(dir, sun, l, hold_wait, held);
 }
 
 static void test_held_request_waits_alone(void **state)
@@ -2200,6 +2206,20 @@ static void fds_answer(void *arg, const struct hlb_http_req *req, struct hlb_htt
 	resp->n_fds = FDS_N;
 }
 
+/* An endpoint of fds_answer() (unix_server()), its timeout 10 minutes: every descriptor it
+ * lends the read end of a new pipe, <p>. */
+static struct hlb_http *fds_server(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
+				   int p[2])
+{
+	struct hlb_http *h = unix_server(dir, sun, l, fds_answer, NULL);
+
+	hlb_http_set_timeouts(h, 600000, HLB_HTTP_LINGER_MS);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	for (int i = 0; i < FDS_N; i++)
+		fds_lent[i] = p[0];
+	return h;
+}
+
 /*
  * An answer with descriptors riding on its lines (GET /sockets) that does not fit the socket
  * waits for its client on the loop, as any answer: another request is answered meanwhile,
@@ -2216,7 +2236,6 @@ static void test_fds_answer_waits_on_the_loop(void **state)
 		struct cmsghdr align;
 	} ctl;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct hashlb_error err = { 0 };
 	static char chunk[64 << 10];
 	size_t got = 0, want;
 	unsigned fds = 0, same = 0;
@@ -2227,17 +2246,8 @@ static void test_fds_answer_waits_on_the_loop(void **state)
 	ssize_t n = 1;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/admin.sock", dir);
-	assert_int_equal(hlb_loop_new(&l), 0);
-	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sun, sizeof(sun), fds_answer,
-				      NULL, &h, &err),
-			 0);
-	hlb_http_set_timeouts(h, 600000, HLB_HTTP_LINGER_MS);
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	h = fds_server(dir, &sun, &l, p);
 	assert_int_equal(fstat(p[0], &lent), 0);
-	for (int i = 0; i < FDS_N; i++)
-		fds_lent[i] = p[0];
 	slow = client_ask(&sun, "GET /fds HTTP/1.1\r\nHost: t\r\n\r\n");
 	pump(l, NULL, slow); /* answered, as far as the socket takes it */
 	assert_true(readable(slow));
@@ -2289,6 +2299,45 @@ static void test_fds_answer_waits_on_the_loop(void **state)
 	assert_int_equal(same, FDS_N);
 	hlb_http_free(h);
 	hlb_loop_free(l);
+	unlink(sun.sun_path);
+	rmdir(dir);
+}
+
+/*
+ * Answers with descriptors that wait on the loop for clients that read nothing (GET /sockets
+ * over the admin socket, nothing read) keep copies of those still to go, at most
+ * FDS_KEPT_MAX of them together (http.c's HTTP_FDS_KEPT_MAX, one GET /sockets's most); past
+ * that, an answer waits in poll() for its client as where none can be copied, 1 s, cut short.
+ * Before, each kept its own: up to 64 answers' worth, 262,144 descriptors, for 10 s a client,
+ * taken from those the workers' clients need.
+ */
+enum { FDS_KEPT_MAX = 4096, FDS_SLOW = 12 }; /* 12 answers of 600: each keeps 400 or so */
+static void test_fds_answers_keep_a_bounded_count(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX";
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int p[2], slow[FDS_SLOW], before, at_start = fds_open();
+	struct hlb_http *h;
+	struct hlb_loop *l;
+
+	(void)state;
+	h = fds_server(dir, &sun, &l, p);
+	before = fds_open();
+	for (int i = 0; i < FDS_SLOW; i++) {
+		slow[i] = client_ask(&sun, "GET /fds HTTP/1.1\r\nHost: t\r\n\r\n");
+		pump(l, NULL, slow[i]); /* answered, as far as the socket takes it */
+		assert_true(readable(slow[i]));
+	}
+	/* both ends of each connection (the endpoint's closed where it cut its answer short),
+	 * and the copies */
+	assert_true(fds_open() - before <= 2 * FDS_SLOW + FDS_KEPT_MAX);
+	for (int i = 0; i < FDS_SLOW; i++)
+		close(slow[i]);
+	close(p[0]);
+	close(p[1]);
+	hlb_http_free(h);
+	hlb_loop_free(l);
+	assert_int_equal(fds_open(), at_start); /* every copy closed */
 	unlink(sun.sun_path);
 	rmdir(dir);
 }
@@ -2412,6 +2461,7 @@ int main(void)
 		cmocka_unit_test(test_handover_answers_busy_at_accept),
 		cmocka_unit_test(test_handover_reads_what_comes_to_busy_at_accept),
 		cmocka_unit_test(test_fds_answer_waits_on_the_loop),
+		cmocka_unit_test(test_fds_answers_keep_a_bounded_count),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
