@@ -38,8 +38,11 @@ struct hlb_http_resp {
 	struct hlb_buf body;
 	/* Descriptors sent with the response (SCM_RIGHTS: a local request
 	 * only), borrowed for the call: those that do not fit the socket as the
-	 * handler returns are copied, to go once there is room. The body has a
-	 * line per descriptor, and a batch of them rides with its lines. */
+	 * handler returns are copied, to go once there is room (where they
+	 * cannot be, at the fd limit or past the copies every answer may hold
+	 * together, the answer waits for its client 1 s at most, the loop held).
+	 * The body has a line per descriptor, and a batch of them rides with its
+	 * lines. */
 	const int *fds;
 	unsigned n_fds;
 	/* Set by a handler that answers later, with hlb_http_answer(), having to wait for
