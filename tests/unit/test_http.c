@@ -1264,6 +1264,17 @@ static const char *split_answer(const char *buf, char *head, size_t size)
 	return end + 4;
 }
 
+/* <answer> is the 503 "too many admin connections", with its body. */
+static void assert_busy_answer(const char *answer)
+{
+	char head[512];
+
+	assert_string_not_equal(answer, "");
+	assert_non_null(
+		strstr(split_answer(answer, head, sizeof(head)), "too many admin connections"));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+}
+
 /* A client of <e> that asks and ends, the places full: answered 503, not to keep, with when
  * to try again. */
 static void refused_not_kept(struct tcp_end *e)
@@ -1399,16 +1410,12 @@ static void test_busy_at_accept_head_sent_late(void **state)
 	assert_int_equal(write(fd, "GET /now HTTP/1.1\r\n\r\n", 21), 21);
 	shutdown(fd, SHUT_WR);
 	pump(e.l, NULL, fd);
-	body = split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(body, "too many admin connections"));
+	assert_busy_answer(answer_of(fd, buf, sizeof(buf)));
 	/* nothing sent: answered at its time, with the body */
 	hlb_http_set_timeouts(e.h, 50, HLB_HTTP_LINGER_MS);
 	fd = tcp_ask(e.port, "");
 	pump(e.l, NULL, fd);
-	body = split_answer(read_now(e.l, fd, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(body, "too many admin connections"));
+	assert_busy_answer(read_now(e.l, fd, buf, sizeof(buf)));
 	close(fd);
 	clients_end(&e, fds, n);
 	tcp_end_free(&e);
@@ -1677,8 +1684,7 @@ static void test_handover_reads_what_comes_to_busy_at_accept(void **state)
 	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
 	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
 	struct tcp_end e;
-	char buf[512], head[512];
-	const char *body;
+	char buf[512];
 
 	(void)state;
 	tcp_end_new(&e);
@@ -1692,9 +1698,7 @@ static void test_handover_reads_what_comes_to_busy_at_accept(void **state)
 	hlb_http_free_handed_over(e.h);
 	assert_int_equal(accept_then, -1);
 	hlb_loop_free(e.l);
-	body = split_answer(answer_unreset(fd, buf, sizeof(buf)), head, sizeof(head));
-	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
-	assert_non_null(strstr(body, "too many admin connections"));
+	assert_busy_answer(answer_unreset(fd, buf, sizeof(buf)));
 	for (int i = 0; i < n; i++)
 		close(fds[i]);
 }
