@@ -4,6 +4,7 @@ import json
 import re
 import socket
 import subprocess
+import threading
 import time
 
 from lbtest import (HASHLB, Hashlb, check, check_format, client_ip, clients_at_once, connect,
@@ -372,3 +373,52 @@ def reset_waiting(lb, socks):
         s.close()  # RST
     check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == 0, 60, step=0.2),
           "every one dropped from the queue")
+
+
+class FakeEndpoint:
+    """A server on 127.0.0.1 that is not hashlb: <answer>(connection) on a thread of its own
+    for each connection it accepts."""
+
+    def __init__(self, answer):
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.conns, self.threads = [], []
+        self.thread = threading.Thread(target=self._serve, args=(answer,), daemon=True)
+        self.thread.start()
+
+    def _serve(self, answer):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=answer, args=(c,), daemon=True)
+            self.conns.append(c)
+            self.threads.append(t)
+            t.start()
+
+    def close(self):
+        """Its threads ended (their sockets shut down under them), then its sockets closed.
+        A socket closed under a thread of it, which still wrote to it, left that thread on
+        the descriptor's number, which the next test's sockets took: a ctl of
+        ctl_says_a_refusal_without_a_reason read more than 1 GiB, the never-ending answer of
+        ctl_bounds_an_answer_that_does_not_end, run before it (1 run in 8 of the two beside
+        two busy loops)."""
+        for sock in (self.srv, *self.conns):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes an accept, a send, a recv
+            except OSError:  # closed by its answer, or not connected
+                pass
+        for t in (self.thread, *self.threads):
+            t.join(30)
+            check(not t.is_alive(), "a thread of the fake endpoint ends once shut down")
+        for sock in (self.srv, *self.conns):
+            sock.close()
+
+
+def fake_endpoint(answer):
+    """A FakeEndpoint answering with <answer>(connection): (it, to close; its address,
+    "127.0.0.1:PORT")."""
+    e = FakeEndpoint(answer)
+    return e, f"127.0.0.1:{e.srv.getsockname()[1]}"

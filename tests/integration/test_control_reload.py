@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 
-from ctltest import Lb, config
+from ctltest import Lb, config, fake_endpoint
 from lbtest import (HASHLB, SRC, Backend, asan_build, check, check_logfmt, client_ip, connect,
                     dead_port, greetings, logfmt_fields, lookup, outcome, pick_port, read_line,
                     run_tests, Skip, spawn, stop, tmpfile, tmppath, tsan_build, who)
@@ -1135,52 +1135,37 @@ def an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front():
 
 def _stand_in_precheck(answer, preexec=None):
     """hashlb ctl -c FILE upgrade run (after <preexec>, if given) against a stand-in for a
-    running hashlb at 127.0.0.1, FILE's table_memory 4MiB with ring backends a and b:
-    <answer>(request line) gives the (status, body) it answers. Returns ctl's CompletedProcess and the request lines asked."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.1)
-    asked, done = [], threading.Event()
+    running hashlb at 127.0.0.1 (fake_endpoint()), FILE's table_memory 4MiB with ring backends
+    a and b: <answer>(request line) gives the (status, body) it answers. Returns ctl's
+    CompletedProcess and the request lines asked."""
+    asked = []
 
-    def serve():
-        try:
-            while not done.is_set():
-                try:
-                    c, _ = srv.accept()
-                except socket.timeout:
-                    continue
-                with c:
-                    c.settimeout(10)
-                    req = b""
-                    while b"\r\n\r\n" not in req:
-                        d = c.recv(4096)
-                        if not d:
-                            break
-                        req += d
-                    line = req.split(b"\r\n")[0].decode()
-                    asked.append(line)
-                    code, body = answer(line)
-                    body = body.encode()
-                    c.sendall(f"HTTP/1.1 {code}\r\nContent-Type: text/plain\r\n"
-                              f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                              .encode() + body)
-        except OSError:
-            pass
+    def serve(c):
+        with c:
+            c.settimeout(10)
+            req = b""
+            while b"\r\n\r\n" not in req:
+                d = c.recv(4096)
+                if not d:
+                    break
+                req += d
+            line = req.split(b"\r\n")[0].decode()
+            asked.append(line)
+            code, body = answer(line)
+            body = body.encode()
+            c.sendall(f"HTTP/1.1 {code}\r\nContent-Type: text/plain\r\n"
+                      f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                      .encode() + body)
 
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    port = srv.getsockname()[1]
+    srv, admin = fake_endpoint(serve)
     ring = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2")]  # never dialled
     path = tmpfile("stand-in.yaml", "table_memory: 4MiB\n" +
                    config(ring, scheme="ring", health="enabled: false", extra="vnodes: 1000",
-                          admin=f"127.0.0.1:{port}"))
+                          admin=admin))
     try:
         return subprocess.run([HASHLB, "ctl", "-c", path, "upgrade"], capture_output=True,
-                              text=True, timeout=60, preexec_fn=preexec), asked
+                              text=True, timeout=60, preexec_fn=preexec), list(asked)
     finally:
-        done.set()
-        t.join(10)
         srv.close()
 
 
