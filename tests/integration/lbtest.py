@@ -798,6 +798,18 @@ def read_line(s):
     return buf.decode().strip()
 
 
+def read_head(s):
+    """What <s> receives up to an HTTP head's end (the blank line) or the peer's FIN: the
+    head, and whatever came with it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = s.recv(4096)
+        if not d:
+            break
+        data += d
+    return data
+
+
 def read_to_eof(s, chunk=1 << 20):
     """Everything <s> receives until the peer's FIN."""
     data = b""

@@ -16,9 +16,9 @@ import time
 
 from ctltest import Lb, config, control_ticks_past, fake_endpoint, metric_sum, scans_past
 from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
-                    logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_line,
-                    read_to_eof, run_tests, text_columns, tmppath, tsan_build, wait_until, who,
-                    frozen)
+                    logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_head,
+                    read_line, read_to_eof, run_tests, text_columns, tmppath, tsan_build,
+                    wait_until, who, frozen)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -3551,13 +3551,7 @@ def unread_answers_hold_bounded_memory():
         held.append(s)
     heads = []
     for s in held:  # each has its answer's first bytes, whatever it is
-        got = b""
-        while b"\r\n\r\n" not in got:
-            d = s.recv(4096)
-            if not d:
-                break
-            got += d
-        heads.append(got)
+        heads.append(read_head(s))
     ok = sum(h.startswith(b"HTTP/1.1 200") for h in heads)
     busy = [h for h in heads if h.startswith(b"HTTP/1.1 503")]
     check(ok + len(busy) == 64 and busy and b"not read yet" in busy[0],

@@ -19,8 +19,8 @@ import time
 
 from ctltest import Lb, config, fake_endpoint
 from lbtest import (HASHLB, SRC, Backend, asan_build, check, check_logfmt, client_ip, connect,
-                    dead_port, greetings, logfmt_fields, lookup, outcome, pick_port, read_line,
-                    run_tests, Skip, spawn, stop, tmpfile, tmppath, tsan_build, who)
+                    dead_port, greetings, logfmt_fields, lookup, outcome, pick_port, read_head,
+                    read_line, run_tests, Skip, spawn, stop, tmpfile, tmppath, tsan_build, who)
 from shims import shim_wrap
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
@@ -1143,13 +1143,7 @@ def _stand_in_precheck(answer, preexec=None):
     def serve(c):
         with c:
             c.settimeout(10)
-            req = b""
-            while b"\r\n\r\n" not in req:
-                d = c.recv(4096)
-                if not d:
-                    break
-                req += d
-            line = req.split(b"\r\n")[0].decode()
+            line = read_head(c).split(b"\r\n")[0].decode()
             asked.append(line)
             code, body = answer(line)
             body = body.encode()
