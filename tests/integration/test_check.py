@@ -222,37 +222,30 @@ check(r.returncode == 0 and len(lines) == 1 and "fall 100, passive_hold 3599999m
 
 # with kernel steering too, said what for: the kernel path opens no connection, but the
 # daemon's own listener on the VIP does while the kernel has no table of the service, and its
-# failed connects hold a backend (it printed "health off (every backend counts as up)")
-r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
-                 "    interface: lo\n    health: {enabled: false}\n"
-                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n"
-                 "      - {name: b, address: 127.0.0.1:18382}\n")
-want = ("  health       passive only (checks off): fall 3, passive_hold 10s (only from the "
-        "connects of clients the daemon's listener serves while the kernel has no table of the "
-        "service: kernel steering opens none)\n")
-check(r.returncode == 0 and want in r.stdout,
-      f"check prints a kernel-steered service's passive-only health: {r.stdout}{r.stderr}")
-# and off where it does not apply there either: a lone backend
-r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
-                 "    interface: lo\n    health: {enabled: false}\n"
-                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
-want = "  health       off (every backend counts as up)\n"
-check(r.returncode == 0 and want in r.stdout, f"and off for its lone backend: {r.stdout}{r.stderr}")
-# with checks on too: those connects' failures count toward fall (passive checks), as the
-# forwarder's do (it said nothing of them, as if kernel steering made none); passive off: none
-kernel_checks = ("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
-                 "    interface: lo\n    health: {%s}\n"
-                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n"
-                 "      - {name: b, address: 127.0.0.1:18382}\n")
-r = check_config(kernel_checks % "interval: 5s")
-want = ("  health       every 5s, timeout 1s, rise 2, fall 3, failed connects count toward fall "
-        "(only from the connects of clients the daemon's listener serves while the kernel has "
-        "no table of the service: kernel steering opens none)\n")
-check(r.returncode == 0 and want in r.stdout,
-      f"check says a kernel-steered service's passive checks with checks on: {r.stdout}{r.stderr}")
-r = check_config(kernel_checks % "interval: 5s, passive: false")
-want = "  health       every 5s, timeout 1s, rise 2, fall 3, passive off\n"
-check(r.returncode == 0 and want in r.stdout, f"and passive off as before: {r.stdout}{r.stderr}")
+# failed connects hold a backend (it printed "health off (every backend counts as up)"); off
+# where it does not apply there either, a lone backend. With checks on too, those connects'
+# failures count toward fall (passive checks), as the forwarder's do (it said nothing of them,
+# as if kernel steering made none); passive off: none.
+kernel_steered = ("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
+                  "    interface: lo\n    health: {%s}\n"
+                  "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+kernel_checks = kernel_steered + "      - {name: b, address: 127.0.0.1:18382}\n"
+only_the_listener = ("(only from the connects of clients the daemon's listener serves while the "
+                     "kernel has no table of the service: kernel steering opens none)")
+for cfg, want, what in (
+        (kernel_checks % "enabled: false",
+         f"passive only (checks off): fall 3, passive_hold 10s {only_the_listener}",
+         "a kernel-steered service's passive-only health"),
+        (kernel_steered % "enabled: false", "off (every backend counts as up)",
+         "off for its lone backend"),
+        (kernel_checks % "interval: 5s",
+         f"every 5s, timeout 1s, rise 2, fall 3, failed connects count toward fall "
+         f"{only_the_listener}", "a kernel-steered service's passive checks with checks on"),
+        (kernel_checks % "interval: 5s, passive: false",
+         "every 5s, timeout 1s, rise 2, fall 3, passive off", "passive off as before")):
+    r = check_config(cfg)
+    check(r.returncode == 0 and f"  health       {want}\n" in r.stdout,
+          f"check prints {what}: {r.stdout}{r.stderr}")
 
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
