@@ -1623,16 +1623,23 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 		 * client left is not a mystery: entries no FIN or RST closed
 		 * (a flow still open, a client gone without one, a connect
 		 * whose SYN no backend answered) keep it going, until unused for
-		 * timeouts.idle (drain_poll()). interface=NAME, the name it has
-		 * now (iface_kv()). */
+		 * timeouts.idle (drain_poll()); with none, closing entries used
+		 * within DRAIN_CLOSING_QUIET_MS (a flow's last ACKs) did. Before,
+		 * open_flows=0 came with the first reason too. interface=NAME,
+		 * the name it has now (iface_kv()). */
 		if (e->looked)
 			hlb_log(HLB_LOG_INFO, "kernel steering drain timed out",
-				"service=%s %s drain_ms=%llu open_flows=%u reason=\"timeouts.drain "
-				"reached with conntrack entries no FIN or RST has closed: flows still "
-				"open, or whose client went without one (a connect no backend "
-				"answered too)\"",
-				e->name, iface_kv(e, qi),
-				(unsigned long long)(now - e->drain_start), e->look.open);
+				"service=%s %s drain_ms=%llu open_flows=%u reason=\"%s\"", e->name,
+				iface_kv(e, qi), (unsigned long long)(now - e->drain_start),
+				e->look.open,
+				e->look.open ? "timeouts.drain reached with conntrack entries no "
+					       "FIN or RST has closed: flows still open, or whose "
+					       "client went without one (a connect no backend "
+					       "answered too)"
+					     : "timeouts.drain reached before the entries of flows "
+					       "that have ended (their client's FIN or RST) or "
+					       "never opened (a SYN alone) had gone 10 s unused: "
+					       "a closing flow's last ACKs use its entry");
 		drain_end(rs, e);
 	}
 }

@@ -750,6 +750,26 @@ def stop_drain(topo, servers):
         d.stop()
 
 
+def stop_drain_closed(topo, servers):
+    """SIGTERM with timeouts.drain 6s, the held connections then closed by their client: every
+    entry closing, none yet 10 s unused at the deadline (6 s), so the drain times out with
+    open_flows=0, and its line says why. Before, it gave the reason of flows still open
+    ("conntrack entries no FIN or RST has closed") beside open_flows=0."""
+    tag = "stop drain closed"
+    d, client, held, _ = stopping(topo, "6s", tag)
+    try:
+        lost = still_held(client, held, tag)  # then closed: "quit"
+        line = d.wait_log("kernel steering drain timed out", 15) or ""
+        check("service=web interface=eth0 " in line and " open_flows=0 " in line and
+              "no FIN or RST has closed" not in line and
+              "or never opened (a SYN alone) had gone 10 s unused" in line,
+              f"{tag}: the deadline's end, every flow closed: {line.strip()}")
+        print(f"{tag}: {len(held)} held connections, {lost} lost after the stop, closed by "
+              f"their client: {line.strip()}", flush=True)
+    finally:
+        d.stop()
+
+
 def stop_drain_ends(topo, servers):
     """SIGTERM with timeouts.drain 60s: the held connections exchange data after the stop,
     then their client closes them; the drain ends with them (the program marks an entry
@@ -3479,6 +3499,7 @@ def body(topo):
     table = [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
              ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
              ("maint", maint), ("stop_drain", stop_drain),
+             ("stop_drain_closed", stop_drain_closed),
              ("stop_drain_ends", stop_drain_ends),
              ("stop_drain_never_ends", stop_drain_never_ends),
              ("stop_half_closed", stop_half_closed),
