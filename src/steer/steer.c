@@ -592,6 +592,49 @@ static int attach_tc(struct hashlb_steer *s, struct hashlb_error *err)
 
 static uint32_t attached_progs(int ifindex, enum hashlb_steer_mode want, uint32_t ret_id[2],
 			       enum hashlb_steer_mode ret_mode[2]);
+static pid_t steer_holder(struct hashlb_steer *s);
+
+/*
+ * -EEXIST, <err> saying that hashlb's program <id> is attached to <iface> in <mode>
+ * already, and what to do about it, which depends on who drives it: a live hashlb run
+ * (refuses --update and --detach: its config and hashlb ctl change its table), a live
+ * foreground hashlb steer (refuses --detach: stopping it detaches the program), or nobody
+ * (--keep, an orphan). Before, --update and --detach were offered in every case.
+ */
+static int steered_already(struct hashlb_error *err, const char *iface, enum hashlb_steer_mode mode,
+			   uint32_t id)
+{
+	struct hashlb_error find_err = { 0 };
+	struct hashlb_steer *o = NULL;
+	const char *who = NULL, *remedy = "--update changes its table, --detach removes it";
+	pid_t holder = 0;
+
+	/* at the XDP hook: either flavour, the kernel holds one */
+	if (hashlb_steer_find(iface,
+			      mode == HASHLB_STEER_TC ? HASHLB_STEER_TC : HASHLB_STEER_XDP_NATIVE,
+			      &o, &find_err) == 0 &&
+	    o->prog_id == id) {
+		holder = steer_holder(o);
+		if (holder > 0 && active_has(o, HLB_STEER_ACTIVE_DAEMON)) {
+			who = "hashlb run";
+			remedy = "change its config (and reload) or use hashlb ctl";
+		} else if (holder > 0 && active_has(o, HLB_STEER_ACTIVE_OWNED)) {
+			who = "a foreground hashlb steer";
+			remedy = "--update changes its table; stop it (SIGINT, SIGTERM or SIGHUP) "
+				 "and it detaches the program";
+		}
+	}
+	hashlb_steer_free(o); /* found, so kept */
+	if (who)
+		return hashlb_err(err, -EEXIST, HASHLB_ERR_SYSTEM,
+				  "attaching failed: hashlb steers this interface already (%s, "
+				  "program %u), driven by %s (process %d): %s",
+				  hashlb_steer_mode_name(mode), id, who, (int)holder, remedy);
+	return hashlb_err(err, -EEXIST, HASHLB_ERR_SYSTEM,
+			  "attaching failed: hashlb steers this interface already (%s, "
+			  "program %u): %s",
+			  hashlb_steer_mode_name(mode), id, remedy);
+}
 
 /*
  * An explicit mode tries that one only. AUTO tries native XDP (not on a
@@ -620,10 +663,7 @@ static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct ha
 		if (missing)
 			return other_version(err, "attaching failed: ", iface, found[0], id[0],
 					     missing);
-		return hashlb_err(err, -EEXIST, HASHLB_ERR_SYSTEM,
-				  "attaching failed: hashlb steers this interface already (%s, "
-				  "program %u): --update changes its table, --detach removes it",
-				  hashlb_steer_mode_name(found[0]), id[0]);
+		return steered_already(err, iface, found[0], id[0]);
 	}
 	if (mode != HASHLB_STEER_AUTO && mode != HASHLB_STEER_TC)
 		return attach_xdp(s, mode, err);
@@ -1298,8 +1338,6 @@ static pid_t map_holder(uint32_t map_id)
 	closedir(proc);
 	return holder;
 }
-
-static pid_t steer_holder(struct hashlb_steer *s);
 
 /* The id of <s>'s map hlb_active (what tells who drives its program), 0 if
  * it cannot be read (errno says why). */

@@ -276,7 +276,11 @@ def second_instance(topo):
         p1.stdout.readline()  # "attached steering on ..."
         want = {"tc" if first == "tc" else "xdp"}
         p = steer("--keep", "--mode", second, *steer_args(topo, 2, "maglev"))
+        # what to do, as --detach refuses the foreground process's program: stop it (before,
+        # "--update changes its table, --detach removes it")
         check(p.returncode == 1 and "steers this interface already" in p.stderr
+              and f"driven by a foreground hashlb steer (process {p1.pid})" in p.stderr
+              and "--detach" not in p.stderr
               and "libbpf" not in p.stderr and hooks(topo) == want,
               f"{tag} the second is refused: {p.returncode} {p.stderr.strip()} "
               f"hooks {sorted(hooks(topo))}")

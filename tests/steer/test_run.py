@@ -273,7 +273,7 @@ def manual_update(topo, servers):
     went through: b3, down, got 7 of 20 new clients, refused. --detach is refused too (before,
     it detached the program and the daemon went on publishing into maps no program read:
     every client through the daemon); both refusals name the daemon's pid (before, --update's
-    did not). Once the daemon is killed (SIGKILL: the program an orphan), an --update names
+    did not), and so does a second attach's, which offered --update and --detach. Once the daemon is killed (SIGKILL: the program an orphan), an --update names
     its table as its own: none without -c FILE (before, the dead daemon's service's name stayed,
     and --stats named it), FILE's service with; and --detach detaches it."""
     d = Daemon(topo, service(topo)).start()
@@ -298,6 +298,16 @@ def manual_update(topo, servers):
         check(p.returncode == 1 and "driven by hashlb run" in p.stderr and
               f"process {d.proc.pid}" in p.stderr and attached(topo),
               f"manual update: --detach of the daemon's program: {p.returncode} "
+              f"{p.stderr.strip()}; attached after: {attached(topo)}")
+        # a second attach is refused naming the daemon, and what changes its table: before,
+        # "--update changes its table, --detach removes it", both refused here
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--vip", f"{T.VIP}:{T.VIP_PORT}",
+                 "-b", f"b1={topo.backend_ip(0)}", ns=topo.lb, check=False)
+        check(p.returncode == 1 and "steers this interface already" in p.stderr and
+              f"driven by hashlb run (process {d.proc.pid}): change its config (and reload) "
+              "or use hashlb ctl" in p.stderr and "--detach" not in p.stderr and
+              attached(topo),
+              f"manual update: an attach beside the daemon's program: {p.returncode} "
               f"{p.stderr.strip()}; attached after: {attached(topo)}")
         got = connect_count(topo, 20)
         check(set(got) <= {"b1", "b2"} and sum(got.values()) == 20,
