@@ -393,7 +393,7 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
  * --stats --json names them, of those its own (service_packets, service_bytes,
  * service_new_flows ...: each counter a table counts, absent where unknown), its own
  * conntrack entries (flows) and the program's (interface_flows: --stats' flows) of
- * flows_max; null while it has no program. */
+ * flows_max, and /metrics' table_stale and tables_refused; null while it has no program. */
 static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 {
 	const char *name;
@@ -412,8 +412,10 @@ static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 			hlb_buf_printf(o, ",\"service_%s\":%" PRIu64, name, x);
 	hlb_buf_printf(o,
 		       ",\"flows\":%" PRIu64 ",\"interface_flows\":%" PRIu64
-		       ",\"flows_max\":%" PRIu64 "}",
-		       v->flows, v->interface_flows, v->flows_max);
+		       ",\"flows_max\":%" PRIu64 ",\"table_stale\":%s,\"tables_refused\":%" PRIu64
+		       "}",
+		       v->flows, v->interface_flows, v->flows_max,
+		       v->table_stale ? "true" : "false", v->tables_refused);
 }
 
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
@@ -593,9 +595,18 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 		       (uint64_t)st->closed_passed);
 	if (all)
 		hlb_buf_printf(o, ", %" PRIu64 " the service's", (uint64_t)own->closed_passed);
-	hlb_buf_printf(
-		o, "); conntrack %" PRIu64 " entries, %" PRIu64 "/%" PRIu64 " on the interface\n",
-		v->flows, v->interface_flows, v->flows_max);
+	hlb_buf_printf(o,
+		       "); conntrack %" PRIu64 " entries, %" PRIu64 "/%" PRIu64 " on the interface",
+		       v->flows, v->interface_flows, v->flows_max);
+	/* /metrics' table_stale: before, nothing here said that the kernel path steered by an
+	 * older table than the "table:" line's, or by none at all */
+	if (v->table_stale)
+		hlb_buf_printf(o,
+			       "; its latest table NOT in the kernel (%" PRIu64
+			       " refused: the log says why), the kernel path steers by an older "
+			       "one, if any",
+			       v->tables_refused);
+	hlb_buf_puts(o, "\n");
 }
 
 /* The line of the backends a reload removed that drained (json_drained()), if any. */

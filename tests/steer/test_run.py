@@ -488,6 +488,20 @@ def refused_then_published(topo, d, tag, why, stale=False):
         old, refusals = web(m, "table_stale"), web(m, "tables_refused_total")
         check(not stale or (old == 1 and refusals and refusals >= 2),
               f"{tag}: while refused: table_stale {old}, tables_refused_total {refusals}")
+        # and in ctl status, text and JSON (before, neither said so: the counters' line read
+        # as if the kernel path steered by the "table:" line's table)
+        text = d.ctl("status").stdout
+        p = d.ctl("--json", "status")
+        js = {s["name"]: s.get("steering") or {}
+              for s in json.loads(p.stdout)["services"]}.get("web", {}) \
+            if p.returncode == 0 else {}
+        said = re.search(r"its latest table NOT in the kernel \((\d+) refused: the log says "
+                         r"why\)", text)
+        check(not stale or (said and int(said.group(1)) >= refusals and
+                            js.get("table_stale") is True and
+                            js.get("tables_refused", 0) >= refusals),
+              f"{tag}: while refused: ctl status {text!r}, JSON table_stale "
+              f"{js.get('table_stale')} tables_refused {js.get('tables_refused')}")
         topo.resolve()
         early = d.wait_log("kernel steering table published", 30)
     else:
@@ -501,7 +515,9 @@ def refused_then_published(topo, d, tag, why, stale=False):
     ok = check(early is not None,
                f"{tag}: the table not published once the neighbour entries were there")
     old = web(scrape(d), "table_stale")
-    check(old == 0, f"{tag}: published, yet table_stale {old}")
+    text = d.ctl("status").stdout
+    check(old == 0 and "kernel steering: " in text and "NOT in the kernel" not in text,
+          f"{tag}: published, yet table_stale {old}, ctl status {text!r}")
     got = steered(topo, tag)
     print(f"{tag}: refused, then resolved: {'published' if ok else 'NOT published'}; "
           f"20 new clients {dict(got)}", flush=True)
