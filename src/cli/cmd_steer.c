@@ -882,7 +882,7 @@ static const struct hashlb_service_cfg *config_service(const struct hashlb_confi
 	return found;
 }
 
-/* a->iface for --stats -c FILE without -i or --service: the interface of FILE's services
+/* a->iface for --stats or --detach -c FILE without -i or --service: the interface of FILE's services
  * with steering: kernel, if they have one; else -EINVAL (printed). */
 static int config_iface(struct steer_args *a)
 {
@@ -925,8 +925,11 @@ static int from_config(struct steer_args *a)
 		return -ENOENT;
 	}
 	/* --stats names each table's service from the file: any number of them, the
-	 * interface theirs if they have one (-i otherwise) */
-	if (a->action == ACT_STATS && !a->service)
+	 * interface theirs if they have one (-i otherwise). --detach, which acts on the
+	 * interface's program whoever's tables it holds, takes it likewise: before, a file of
+	 * several kernel-steered services on one interface asked for a --service that
+	 * changed nothing. */
+	if ((a->action == ACT_STATS || a->action == ACT_DETACH) && !a->service)
 		return a->iface ? 0 : config_iface(a);
 	svc = config_service(a->config, a->service);
 	if (!svc)

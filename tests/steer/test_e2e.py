@@ -1173,6 +1173,16 @@ def from_config(topo):
         wrong = [(sp, n, want[sp]) for sp, n in first if n != want[sp]]
         check(not wrong, f"steer -c: {len(wrong)} connections off the table: {wrong[:3]}")
         check(all(n != "b2" for _, n in first), "steer -c: a new client went to draining b2")
+        # --detach -c FILE of a file with a second kernel-steered service on eth0: the
+        # interface's program, no --service needed (before, "several services have steering:
+        # kernel; name one with --service", exit 2)
+        with open(path, "a") as f:
+            f.write(f"""  - name: other
+    listen: {T.VIP}:{T.VIP_PORT + 1}
+    steering: kernel
+    interface: eth0
+    backends: [{{name: o1, address: '{topo.backend_ip(0)}:{T.VIP_PORT}'}}]
+""")
         p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path,
                             "--detach"], capture_output=True, text=True, timeout=30)
         check(p.returncode == 0 and not xdp_attached(topo), f"steer -c --detach: {p.stderr}")
