@@ -1717,15 +1717,36 @@ static void drain_poll(struct hlb_daemon *d, void *arg)
 	}
 }
 
-/* A second signal: every drain ends now. */
+/* drain_look()'s choice for a second signal: every drain. */
+static bool drain_any(const struct run_steer_svc *e, uint64_t now)
+{
+	(void)now;
+	return e->draining;
+}
+
+/* A second signal: every drain ends now, each said with the flows it cut, as the daemon's
+ * own connections' "drain cut" line says them. Before, only "kernel steering detached ...
+ * reason=stopped" came, as for a drain that had ended by itself. */
 static void drain_now(struct hlb_daemon *d, void *arg)
 {
 	struct run_steer *rs = arg;
+	uint64_t now = mono_ms();
+	char qi[LOG_IFACE_KV_MAX];
 
 	(void)d;
-	for (uint32_t i = 0; i < rs->n; i++)
-		if (rs->svcs[i].draining)
-			drain_end(rs, &rs->svcs[i]);
+	drain_look(rs, drain_any, now);
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		if (!e->draining)
+			continue;
+		if (e->looked)
+			hlb_log(HLB_LOG_INFO, "kernel steering drain cut",
+				"service=%s %s drain_ms=%llu open_flows=%u reason=second_signal",
+				e->name, iface_kv(e, qi),
+				(unsigned long long)(now - e->drain_start), e->look.open);
+		drain_end(rs, e);
+	}
 }
 
 /*

@@ -945,10 +945,16 @@ def stop_vip_unpublished(topo, servers):
 
 def stop_twice(topo, servers):
     """SIGTERM with timeouts.drain 10m while connections are held through the kernel path,
-    then a second SIGTERM: the drain ends at once, the program detached and the process gone."""
+    then a second SIGTERM: the drain ends at once, said with the flows it cut (before, only
+    the detach's reason=stopped, as for a drain that ended by itself), the program detached
+    and the process gone."""
     d, client, held, _ = stopping(topo, "10m", "stop twice")
     try:
         d.proc.terminate()
+        cut = d.wait_log("kernel steering drain cut", 15) or ""
+        m = re.search(r" open_flows=(\d+) reason=second_signal", cut)
+        check("service=web interface=eth0 " in cut and m and int(m.group(1)) == len(held),
+              f"stop twice: the cut not said with its {len(held)} open flows: {cut.strip()}")
         check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
                          'reason=stopped', 15) is not None,
               f"stop twice: a second SIGTERM did not detach the program: {d.lines[d.pos - 5:]}")
