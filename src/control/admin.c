@@ -1214,7 +1214,7 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	bool has_state = hlb_http_param(req, "state", state, sizeof(state)) != NULL;
 	bool has_weight = hlb_http_param(req, "weight", weight, sizeof(weight)) != NULL;
 	bool has_max = hlb_http_param(req, "max_connections", maxc, sizeof(maxc)) != NULL;
-	bool changed = false;
+	bool changed = false, none;
 	enum hashlb_admin_state st = HASHLB_ADMIN_READY;
 	struct hlb_pool_backend *one, **bs;
 	struct {
@@ -1411,23 +1411,34 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 500, "%s (the previous table keeps serving)", s->last_error.msg);
 		goto out;
 	}
+	none = hlb_pool_takes_clients_count(s) == 0;
+	if (none)
+		hlb_pool_log_set_leaves_none(s);
 	if (one) {
 		set_answer_one(s, one, text, &resp->body);
 		if (!text)
 			hlb_buf_puts(&resp->body, "\n");
-		goto out;
+	} else {
+		if (!text) {
+			json_open_member(&resp->body, s, "each_address", name);
+			hlb_buf_puts(&resp->body, ",\"backends\":[");
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			if (!text && i)
+				hlb_buf_puts(&resp->body, ",");
+			set_answer_one(s, bs[i], text, &resp->body);
+		}
+		if (!text)
+			hlb_buf_puts(&resp->body, "]}\n");
 	}
-	if (!text) {
-		json_open_member(&resp->body, s, "each_address", name);
-		hlb_buf_puts(&resp->body, ",\"backends\":[");
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		if (!text && i)
-			hlb_buf_puts(&resp->body, ",");
-		set_answer_one(s, bs[i], text, &resp->body);
-	}
-	if (!text)
-		hlb_buf_puts(&resp->body, "]}\n");
+	/* said, not refused: draining the last backend is an operator's to choose */
+	if (none && text)
+		hlb_buf_printf(
+			&resp->body,
+			"warning: service %s: no backend takes clients now (each down, "
+			"drained, in maint or of weight 0): its new clients are refused until "
+			"one is up, ready and of weight above 0\n",
+			s->cfg->name);
 out:
 	free(bs);
 	free(was);

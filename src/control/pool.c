@@ -780,6 +780,12 @@ void hlb_pool_log_set_unchanged(const struct hlb_pool_service *s, const char *na
 		 hlb_log_quote(name, qn, sizeof(qn)), n);
 }
 
+void hlb_pool_log_set_leaves_none(const struct hlb_pool_service *s)
+{
+	pool_log(s->pool, HLB_LOG_WARN, "backend set: no backend takes clients",
+		 "service=%s by=admin backends=%u", s->cfg->name, s->n_backends);
+}
+
 uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)
 {
 	char qn[POOL_NAME_QUOTED], q[POOL_ADDRESS_QUOTED];

@@ -346,6 +346,9 @@ bool hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_
 /* Log that an admin request (POST /set) of <name> in <s>, applied to its <n> backends, changed
  * none of them: each had the settings it gave already. */
 void hlb_pool_log_set_unchanged(const struct hlb_pool_service *s, const char *name, uint32_t n);
+/* Warn that after an admin request (POST /set) no backend of <s> takes clients
+ * (hlb_pool_takes_clients_count() 0): its new clients are refused. */
+void hlb_pool_log_set_leaves_none(const struct hlb_pool_service *s);
 /*
  * The backends whose state, weight or max_connections is one set at run time (hashlb ctl
  * set) where their config says another: what a reload keeps and a restart drops. The first

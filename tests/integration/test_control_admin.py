@@ -806,6 +806,31 @@ def set_is_logged():
     check(lb.stop() == 0, "exit 0")
 
 
+def set_leaving_no_backend_says_so():
+    """A set that leaves the service with no backend taking clients is applied (the operator
+    may mean it) but said, in ctl's answer and the log, since every new client is refused
+    from then on; a set that leaves one says nothing of the kind."""
+    lb = Lb(config(BACKENDS))
+    warning = "warning: service t: no backend takes clients now"
+    for name, what in (("a", ["maint"]), ("b", ["weight", "0"])):
+        rc, so, se = lb.ctl("set", name, *what)
+        check(rc == 0 and warning not in so, f"ctl set {name} {what}, c left: {rc} {so!r}")
+    rc, so, se = lb.ctl("set", "c", "drain")
+    check(rc == 0 and so.startswith("t/c: state drain") and warning in so
+          and "refused until one is up, ready and of weight above 0" in so,
+          f"ctl set c drain, the last one: applied, and warned of: {rc} {so!r} {se!r}")
+    check(lb.backend("c")["state"] == "drain", "c drained")
+    rc, so, se = lb.ctl("set", "c", "ready")
+    check(rc == 0 and warning not in so, f"c ready again: no warning: {so!r}")
+    rc, so, se, logged = lb.reload()  # its last line read: every earlier one is too
+    warned = [l.split(" ", 2)[2] for l in lb.log if "no backend takes clients" in l]
+    check(warned == ['msg="backend set: no backend takes clients" service=t by=admin '
+                     'backends=3'] and "level=warn" in
+          [l for l in lb.log if "no backend takes clients" in l][0],
+          f"one warning logged, for the set that left none: {warned}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def weight_change_rebuilds():
     lb = Lb(config(BACKENDS))
     gen = lb.service()["generation"]
@@ -3957,7 +3982,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients,
            added_back_service_serves_its_queue_as_old_connections_end,
            weight_change_rebuilds, table_share_metric_follows_the_table,
            table_share_is_the_tables_during_slow_start,
-           slow_start_when_a_backend_takes_clients_again, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
+           slow_start_when_a_backend_takes_clients_again, refused_set_changes_nothing, set_is_logged, set_leaving_no_backend_says_so, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
            reload_onto_the_admin_address_is_refused,
