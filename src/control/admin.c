@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "hashlb/steer.h"
@@ -418,6 +419,45 @@ static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 		       v->table_stale ? "true" : "false", v->tables_refused);
 }
 
+/* The fd limit this process runs under (RLIMIT_NOFILE's soft one, raised at start to the hard
+ * one), the descriptors open, the connections and their cap (that limit's, or
+ * --max-connections): what the start's "file descriptor limit" line said, which a journal
+ * rotated since no longer holds. A negative value: unknown or none (null in JSON). */
+struct limits {
+	int64_t nofile, open_fds, connections, max_connections;
+};
+
+static void limits_get(struct hlb_control *ctl, struct limits *l)
+{
+	struct rlimit rl;
+
+	l->nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+			    ? (int64_t)rl.rlim_cur
+			    : -1;
+	l->open_fds = hlb_process_open_fds();
+	l->connections = ctl->connections ? (int64_t)ctl->connections(ctl->daemon) : -1;
+	l->max_connections = ctl->max_connections ? (int64_t)ctl->max_connections(ctl->daemon) : -1;
+}
+
+static void limits_json(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	struct limits l;
+	const char *keys[] = { "nofile", "open_fds", "connections", "max_connections" };
+
+	limits_get(ctl, &l);
+	const int64_t vs[] = { l.nofile, l.open_fds, l.connections, l.max_connections };
+
+	hlb_buf_puts(o, ",\"limits\":{");
+	for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
+		hlb_buf_printf(o, "%s\"%s\":", i ? "," : "", keys[i]);
+		if (vs[i] < 0)
+			hlb_buf_puts(o, "null");
+		else
+			hlb_buf_printf(o, "%" PRId64, vs[i]);
+	}
+	hlb_buf_puts(o, "}");
+}
+
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	const struct hashlb_error *e = &ctl->last_reload_err;
@@ -457,9 +497,10 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, ctl->last_resolve_errs[i]);
 	}
 	hlb_buf_puts(o, "]");
-	hlb_buf_printf(
-		o, "},\"table_memory\":{\"bytes\":%" PRIu64 ",\"limit\":%" PRIu64 "},\"upgrade\":",
-		hlb_snapshot_tables_bytes(), ctl->cfg->table_memory);
+	hlb_buf_printf(o, "},\"table_memory\":{\"bytes\":%" PRIu64 ",\"limit\":%" PRIu64 "}",
+		       hlb_snapshot_tables_bytes(), ctl->cfg->table_memory);
+	limits_json(ctl, o);
+	hlb_buf_puts(o, ",\"upgrade\":");
 	upgrade_json(ctl, o);
 	hlb_buf_puts(o, ",\"workers\":");
 	status_workers(ctl, o, false);
@@ -628,6 +669,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 	struct hlb_steer_sample *steer = NULL;
 	uint32_t n_steer = 0;
 	char where[300];
+	struct limits l;
 
 	hlb_buf_printf(o,
 		       "hashlb %s, pid %d, up %.0f s, config %s\n"
@@ -640,6 +682,15 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_printf(o, ", table_memory %" PRIu64 "\n", ctl->cfg->table_memory);
 	else
 		hlb_buf_puts(o, ", table_memory 0 (no cap)\n");
+	limits_get(ctl, &l);
+	if (l.nofile >= 0)
+		hlb_buf_printf(o, "fd limit: %" PRId64 " (%" PRId64 " open)", l.nofile, l.open_fds);
+	else
+		hlb_buf_printf(o, "fd limit: none (%" PRId64 " open)", l.open_fds);
+	if (l.connections >= 0 && l.max_connections >= 0)
+		hlb_buf_printf(o, "; connections: %" PRId64 " of max_connections %" PRId64,
+			       l.connections, l.max_connections);
+	hlb_buf_puts(o, "\n");
 	if (ctl->last_reload_failed)
 		/* FILE:LINE:COL: error: WHAT, as the reload's answer and hashlb check say it */
 		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: error: %s\n",

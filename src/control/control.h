@@ -263,6 +263,8 @@ void hlb_control_close_waits_free(struct hlb_control *ctl);
  */
 void hlb_metrics_render(struct hlb_control *ctl, const char *names, size_t names_len,
 			struct hlb_buf *out);
+/* The descriptors this process has open now (hashlb_process_open_fds; metrics.c). */
+unsigned hlb_process_open_fds(void);
 /* Field <i> of <s>: its value into <ret_value> and its key in /status's "workers" ("turns"),
  * NULL past the last (metrics.c, which lists them with their families). */
 const char *hlb_worker_stats_field(const struct hlb_worker_stats *s, unsigned i,

@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 
-from ctltest import REST_TURN_RATE, Lb, metric_sum, metric_sum_text, turn_mark, turn_rate
+from ctltest import (REST_TURN_RATE, Lb, config as ctl_config, metric_sum, metric_sum_text,
+                     turn_mark, turn_rate)
 from shims import shim_env, shim_wrap  # noqa: E402
 from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, clients_at_once, config, connect,
                     Skip, connect_outcome, frozen, outcome, parse_prometheus,
@@ -2031,6 +2032,24 @@ def connection_cap_in_force_is_logged():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def status_says_the_fd_limit():
+    """hashlb ctl status (and /status) give the fd limit hashlb runs under, the descriptors
+    open, the connections and their cap, as /metrics does: the start's "file descriptor limit"
+    line said it once, and a journal rotated since weeks of running no longer has it. Before,
+    ctl status gave neither, and an operator asked to check LimitNOFILE had to scrape."""
+    lb = Lb(ctl_config(BACKENDS), nofile=4000)
+    cap = metric_sum(lb, "hashlb_max_connections")
+    lim = lb.status()["limits"]
+    check(lim["nofile"] == 4000 and lim["max_connections"] == cap and
+          lim["connections"] == 0 and lim["open_fds"] > 0,
+          f"/status limits: nofile 4000, the cap {cap:.0f}, no connection: {lim}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and re.search(rf"^fd limit: 4000 \(\d+ open\); connections: 0 of "
+                                rf"max_connections {cap:.0f}$", so, re.M),
+          f"ctl status says it: {so[:300]!r}")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def services_max_connections_over_the_fd_limit():
     """Each service's max_connections is 10,000 unless set, whatever the fd limit allows: under
     nofile=4000 the process's connection cap (from the limit) comes first, and clients wait in
@@ -2689,7 +2708,7 @@ run_tests([bytes_intact, bytes_intact_spliced, small_splice_pipes_are_said,
            buffer_wakeups_follow_buffers_used, quiet_waiters_pass_the_turn_on,
            burst_past_the_ring_window, pool_resident_follows_use,
            fd_limit, max_connections_flag,
-           max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged, services_max_connections_over_the_fd_limit,
+           max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged, status_says_the_fd_limit, services_max_connections_over_the_fd_limit,
            fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
            fd_limit_admin_connections, fd_limit_admin,
            allow_and_deny_clients, v6_prefixes_and_v4_clients,

@@ -296,7 +296,11 @@ def service_start_reload_upgrade_stop():
           f"{st}\n{ct.journal('hashlb')}")
     pid0 = st.get("MainPID")
     check(ct.who(addr) == "a", "a client inside is served")
-    check("nofile=" in ct.journal("hashlb"), "hashlb logs the descriptor limit it runs under")
+    nofile = re.search(r'msg="file descriptor limit" nofile=(\d+) ', ct.journal("hashlb"))
+    check(nofile, "hashlb logs the descriptor limit it runs under")
+    rc, out, err = ct.sh("/opt/hashlb/bin/hashlb ctl status")
+    check(rc == 0 and nofile and f"\nfd limit: {nofile.group(1)} (" in out,
+          f"and hashlb ctl status says it, after the journal's line has gone: rc={rc} {out}{err}")
 
     # reload: an edited config applies; a broken one fails with its position, nothing changes
     write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]))
