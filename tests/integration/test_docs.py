@@ -263,6 +263,13 @@ for doc in docs:
                                             r"(.*?)^\}", src, re.S | re.M)
                 if body:  # passed to a function of this file, which logs it
                     around += body.group(1)
+                # a function of this file called in the line's arguments writes keys too
+                # (run_steer.c's iface_kv(): interface= and config_interface=)
+                for f in set(re.findall(r"\b(\w+)\(", src[at.end():src.find(");", at.end())])):
+                    body = re.search(rf"^\w[^\n;]*\b{f}\([^;{{]*\)\n\{{\n(.*?)^\}}", src,
+                                     re.S | re.M)
+                    if body:
+                        around += body.group(1)
         quoted_keys += 1
         missing = [k for k in keys if f"{k}=" not in around]
         check(around and not missing, f"{doc} quotes msg=\"{msg}\" with {missing}, which no "
@@ -320,7 +327,7 @@ synopsis = re.search(r"^```\n(hashlb ctl \[.*?)^```", control, re.S | re.M).grou
 check(set(re.findall(r"^hashlb ctl (?:\[[^]]*\] )*([a-z|]+)", synopsis, re.M)) and
       {c for line in re.findall(r"^hashlb ctl (?:\[[^]]*\] )*([a-z|]+)", synopsis, re.M)
        for c in line.split("|")} == set(ctl_cmds), f"docs/control.md's hashlb ctl synopsis: {synopsis!r}")
-m = re.search(r"`hashlb ctl ([a-z\\|]+)`", read("README.md"))
+m = re.search(r"`hashlb ctl ([a-z]+(?:\\\|[a-z]+)+)`", read("README.md"))  # the list, not one named
 check(m and set(m.group(1).split("\\|")) == set(ctl_cmds), f"README's hashlb ctl commands: {m and m.group(1)}")
 
 # --- examples that run offline: they run, and print what the docs show ---
