@@ -395,17 +395,6 @@ struct hashlb_addr_kept {
 	const char *svc, *name, *address;
 	struct sockaddr_storage addr;
 };
-/*
- * The order of backends by service name, then backend name (strcmp()): <0, 0, >0 as
- * (<svc_a>, <name_a>) comes before, with or after (<svc_b>, <name_b>). The one order of every
- * index of backends by service and name, each of its own struct: a reload's and the
- * resolver's of the running config's names, an upgrade's of the old process's lines (the new
- * process's, and hashlb ctl upgrade's pre-check's), a reload's of the backends a removed
- * service left (each qsort()/bsearch() comparator reads its struct's pair and leaves the
- * order to this).
- */
-int hashlb_name_pair_cmp(const char *svc_a, const char *name_a, const char *svc_b,
-			 const char *name_b);
 uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_addr_kept *v,
 				      uint32_t n);
 /* The same from a string; <name> stands for the file in error positions. */

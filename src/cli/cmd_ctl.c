@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/name_pair.h"
 #include "control/buf.h"
 #include "hashlb/config.h"
 #include "hashlb/grow.h"
@@ -877,7 +878,7 @@ static int carried_cmp(const void *x, const void *y)
 {
 	const struct hlb_handover_set *a = x, *b = y;
 
-	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
+	return hlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 /* The settings of <text>'s "set" lines that hold a weight set at run time

@@ -34,6 +34,7 @@
 #include "config-internal.h"
 #include "hashlb/config.h"
 #include "hashlb/table.h"
+#include "name_pair.h"
 
 #define RESOLVE_THREADS 16u
 
@@ -917,8 +918,7 @@ struct last_index {
 	uint32_t n;
 };
 
-int hashlb_name_pair_cmp(const char *svc_a, const char *name_a, const char *svc_b,
-			 const char *name_b)
+int hlb_name_pair_cmp(const char *svc_a, const char *name_a, const char *svc_b, const char *name_b)
 {
 	int d = strcmp(svc_a, svc_b);
 
@@ -929,7 +929,7 @@ static int last_ref_cmp(const void *pa, const void *pb)
 {
 	const struct last_ref *a = pa, *b = pb;
 
-	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
+	return hlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 /* <ix> over <last>'s backends written with a host name: 0, or -ENOMEM. */
@@ -1119,7 +1119,7 @@ static int kept_cmp(const void *pa, const void *pb)
 {
 	const struct hashlb_addr_kept *a = pa, *b = pb;
 
-	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
+	return hlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_addr_kept *v,

@@ -13,6 +13,7 @@
 
 #include "hashlb/grow.h"
 #include "balance.h"
+#include "config/name_pair.h"
 #include "pool.h"
 #include "runtime/clients.h"
 #include "runtime/fdpass.h"
@@ -1974,7 +1975,7 @@ static int orphan_cmp(const void *x, const void *y)
 	const struct hlb_pool_backend *a = *(struct hlb_pool_backend *const *)x;
 	const struct hlb_pool_backend *b = *(struct hlb_pool_backend *const *)y;
 
-	return hashlb_name_pair_cmp(a->orphan_of, a->rt->name, b->orphan_of, b->rt->name);
+	return hlb_name_pair_cmp(a->orphan_of, a->rt->name, b->orphan_of, b->rt->name);
 }
 
 /*
@@ -2520,7 +2521,7 @@ static int handover_cmp(const void *x, const void *y)
 {
 	const struct handover *a = x, *b = y;
 
-	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
+	return hlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 static void handover_free(struct hlb_pool *p)
@@ -2547,7 +2548,7 @@ static int seen_cmp(const void *x, const void *y)
 {
 	const struct handover_seen *a = x, *b = y;
 
-	return hashlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
+	return hlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 /*
