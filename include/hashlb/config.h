@@ -308,12 +308,14 @@ int hashlb_config_load_after(const char *path, unsigned int flags, const struct 
  * A backend takes the first address of the answer (the order /etc/gai.conf
  * sets), of its service's source family when the service has a source; one
  * with each_address becomes one backend per distinct address of the answer
- * (the lowest HASHLB_EACH_ADDRESS_MAX, whatever the answer's order). Numeric addresses are left as written. On error (a name that does not
- * resolve or not in time, or resolves to the service's own listen address)
- * returns a negative errno, <err> names the file:line:column of the address
- * and what failed, and <c> is fit only for hashlb_config_free(). The
- * tables past table_memory once the names are resolved: -E2BIG, reason
- * HASHLB_ERR_MEMORY_CAP, at the service (hashlb_table_memory_add()).
+ * (the lowest HASHLB_EACH_ADDRESS_MAX, whatever the answer's order). Numeric addresses are
+ * left as written. On error (a name that does not resolve or not in time, or resolves to the
+ * service's own listen address) returns a negative errno, <err> names the file:line:column of
+ * the address and what failed, and <c> is fit only for hashlb_config_free(). The names
+ * resolved but refused: the tables past table_memory, -E2BIG, reason HASHLB_ERR_MEMORY_CAP, at
+ * the service (hashlb_table_memory_add()); a service past HASHLB_BACKENDS_MAX backends once
+ * its each_address names expand, -EINVAL, reason HASHLB_ERR_TOO_MANY_BACKENDS, at its first
+ * backend's address.
  */
 #define HASHLB_RESOLVE_TIMEOUT_MS 5000
 #define HASHLB_EACH_ADDRESS_MAX 1024u

@@ -533,7 +533,12 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 		snprintf(msg, sizeof(msg),
 			 "service '%s' has %llu backends once its names are resolved: at most %u",
 			 s->name, (unsigned long long)n, HASHLB_BACKENDS_MAX);
-		return resolve_fail(c, &s->backends[0], err, -E2BIG, msg);
+		/* -EINVAL as the table's own refusal (-E2BIG is table_memory's); the reason
+		 * tells a round the names resolved, their backends refused */
+		r = resolve_fail(c, &s->backends[0], err, -EINVAL, msg);
+		if (err)
+			err->reason = HASHLB_ERR_TOO_MANY_BACKENDS;
+		return r;
 	}
 	v = calloc(n, sizeof(*v));
 	if (!v)
@@ -574,10 +579,13 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 		return resolve_fail(c, b, err, -EINVAL, msg);
 	}
 	r = hashlb_service_cfg_check_table(s, &cerr);
+	if (r < 0 && cerr.reason == HASHLB_ERR_NOMEM)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "service '%s', its names resolved: %s", s->name,
 			 cerr.msg);
-		return resolve_fail(c, &s->backends[0], err, r, msg);
+		/* -EINVAL as the loader's (a table's own cap too: -E2BIG is table_memory's) */
+		return resolve_fail(c, &s->backends[0], err, -EINVAL, msg);
 	}
 	return 0;
 }

@@ -525,14 +525,16 @@ static void resolve_tick(void *arg)
 	ctl->resolve_job = NULL;
 	/* a name that failed is said also when the others' addresses are refused (only the
 	 * refusal was); a second failure of a name (out of memory...) stands for the round's */
-	refused = r < 0 && err.reason == HASHLB_ERR_MEMORY_CAP;
+	refused = r < 0 && (err.reason == HASHLB_ERR_MEMORY_CAP ||
+			    err.reason == HASHLB_ERR_TOO_MANY_BACKENDS);
 	named = failed.reason != HASHLB_ERR_NONE && (r == 0 || refused);
 	if (named)
 		resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed, true);
 	else if (failed.reason == HASHLB_ERR_NONE && (r == 0 || refused))
 		resolve_cleared(ctl, RESOLVE_NOT_RESOLVED);
 	if (r < 0) {
-		/* the names resolved, their addresses past the config's own table_memory */
+		/* the names resolved, their addresses past the config's own table_memory, or a
+		 * service past 65,535 backends once they expand */
 		resolve_failed(ctl, refused ? RESOLVE_REFUSED : RESOLVE_NOT_RESOLVED, &err, !named);
 		resolve_drop(ctl);
 	} else {

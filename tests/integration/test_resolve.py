@@ -1101,6 +1101,37 @@ def round_past_own_table_memory_says_so():
     check(lb.stop() == 0, "exit 0")
 
 
+def round_past_backends_max_says_so():
+    """A round whose each_address names expand past 65,535 backends in a service (64 entries
+    of one name that grows from 1 address to 1,024) is logged as refused, saying how many
+    backends, at the service's first backend, and /status's last_errors says the same; the
+    backends keep their addresses. Before, it was logged as `names not resolved`, though
+    every name was."""
+    need_unshare()
+    hosts = [f"127.0.{4 + i // 256}.{i % 256}" for i in range(1024)]
+    names = Names("backendsmax", f"{hosts[1]} pool\n")
+    cfg = "resolve_every: 1s\n" + config(
+        [(f"p{i}", "pool:9", "each_address: true") for i in range(64)],
+        health="enabled: false")
+    line = cfg.splitlines().index("        address: pool:9") + 1
+    lb = Lb(cfg, wrap=names.wrap())
+    check(len(lb.service()["backends"]) == 64, "64 backends, one address each")
+
+    names.set_hosts("".join(f"{h} pool\n" for h in hosts))
+    got = refused_rounds(lb, 1)
+    said = "service 't' has 65536 backends once its names are resolved: at most 65535"
+    check(len(got) == 1 and f"line={line} " in got[0] and said in got[0],
+          f"logged once, at the first backend, saying how many: {got}")
+    check(not msg_lines(lb, "names not resolved"),
+          f"not as names not resolved: {msg_lines(lb, 'names not resolved')[:1]}")
+    errs = lb.status()["resolve"]["last_errors"]
+    check(len(errs) == 1 and said in errs[0], f"last_errors says it: {errs}")
+    check(sorted(b["name"] for b in lb.service()["backends"]) ==
+          sorted(f"p{i}@{hosts[1]}" for i in range(64)),
+          f"the backends keep their addresses: {lb.service()['backends'][:2]}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def refused_with_a_failing_name(tag, first, weight_set):
     """A round where one name fails (it keeps its address) and the others' new addresses are
     refused past table_memory (<weight_set>: with a weight set at run time; else the config's
@@ -1297,6 +1328,7 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
            reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once,
            round_refused_says_so,
-           round_past_own_table_memory_says_so, round_refused_with_a_failing_name_says_both,
+           round_past_own_table_memory_says_so, round_past_backends_max_says_so,
+           round_refused_with_a_failing_name_says_both,
            round_past_own_table_memory_with_a_failing_name_says_both,
            failed_reload_keeps_the_round])
