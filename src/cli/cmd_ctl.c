@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "config/name_pair.h"
 #include "control/buf.h"
+#include "control/control.h"
 #include "hashlb/config.h"
 #include "hashlb/grow.h"
 #include "runtime/answer.h"
@@ -908,6 +909,42 @@ static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 	return v;
 }
 
+/* The services of <cfg>, each with the weights of <v> (<n> long, sorted) that the new process
+ * carries over it, for hlb_control_table_memory(). */
+struct carried {
+	const struct hashlb_config *cfg;
+	const struct hlb_handover_set *v;
+	uint32_t n;
+};
+
+static uint64_t carried_bytes(void *arg, uint32_t i, const struct hashlb_service_cfg **ret_s)
+{
+	const struct carried *c = arg;
+	const struct hashlb_service_cfg *s = &c->cfg->services[i];
+	struct hlb_handover_set key;
+	uint64_t own;
+	uint32_t *w;
+
+	*ret_s = s;
+	w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
+	if (!w)
+		return UINT64_MAX;
+	snprintf(key.svc, sizeof(key.svc), "%s", s->name);
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		const struct hlb_handover_set *h;
+
+		snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);
+		h = bsearch(&key, c->v, c->n, sizeof(*c->v), carried_cmp);
+		w[j] = s->backends[j].weight;
+		if (h &&
+		    hlb_handover_carries(&h->s, s, &s->backends[j]) & HLB_HANDOVER_CARRY_WEIGHT)
+			w[j] = h->s.w;
+	}
+	own = hashlb_service_cfg_weights_bytes_max(s, w);
+	free(w);
+	return own;
+}
+
 /*
  * ctl upgrade's look at the weights set at run time (hashlb ctl set) that the new process
  * takes over: the "set" lines of GET /sockets?only=settings, what it reads (read only: no
@@ -923,10 +960,10 @@ static struct hlb_handover_set *carried_parse(const char *text, uint32_t *ret_n)
 static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 			       const struct hashlb_config *cfg, struct hashlb_error *err)
 {
-	struct hlb_handover_set *v, key;
+	struct hlb_handover_set *v;
 	char *buf, *body;
-	uint64_t bytes = 0, own;
-	uint32_t n = 0, *w;
+	uint64_t bytes;
+	uint32_t n = 0;
 	int status, ret = 0;
 
 	if (!cfg->table_memory || ctl_fetch(ss, len, "GET", "/sockets", "format=text&only=settings",
@@ -940,37 +977,16 @@ static int upgrade_weights_fit(const struct sockaddr_storage *ss, socklen_t len,
 	}
 	v = status == 200 ? carried_parse(body, &n) : NULL;
 	free(buf);
-	for (uint32_t i = 0; i < cfg->n_services && n && ret == 0; i++) {
-		const struct hashlb_service_cfg *s = &cfg->services[i];
-
-		w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
-		if (!w)
-			break;
-		snprintf(key.svc, sizeof(key.svc), "%s", s->name);
-		for (uint32_t j = 0; j < s->n_backends; j++) {
-			const struct hlb_handover_set *c;
-
-			snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);
-			c = bsearch(&key, v, n, sizeof(*v), carried_cmp);
-			w[j] = s->backends[j].weight;
-			if (c && hlb_handover_carries(&c->s, s, &s->backends[j]) &
-					 HLB_HANDOVER_CARRY_WEIGHT)
-				w[j] = c->s.w;
-		}
-		own = hashlb_service_cfg_weights_bytes_max(s, w);
-		free(w);
-		/* as the new process counts them and says it, at the first service past the
-		 * cap (a weight lowered at run time leaves room for one raised elsewhere);
-		 * short of memory here, no check: the new process checks all the same */
-		ret = hashlb_table_memory_add(cfg, s, own, HASHLB_TABLE_MEMORY_TAKEN_OVER, &bytes,
-					      err);
-		if (ret == -ENOMEM)
-			ret = 0;
-		if (own == UINT64_MAX)
-			break;
-	}
+	/* as the new process counts them and says it (the daemon's rule, run time's weights
+	 * those it takes over), at the first service past the cap (a weight lowered at run time
+	 * leaves room for one raised elsewhere); short of memory here, no check: the new
+	 * process checks all the same */
+	if (n)
+		ret = hlb_control_table_memory(cfg, cfg->n_services, HASHLB_TABLE_MEMORY_TAKEN_OVER,
+					       carried_bytes, &(struct carried){ cfg, v, n },
+					       &bytes, err);
 	free(v);
-	return ret;
+	return ret == -ENOMEM ? 0 : ret;
 }
 
 #define UPGRADE_WAIT_MS 70000 /* the daemon gives the new process 60 s */

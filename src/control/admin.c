@@ -1235,8 +1235,8 @@ static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_serv
 	if (!ctl->cfg->table_memory || f.own <= service_bytes_max(s, NULL))
 		return 0;
 	/* the rule the loader's and a reload's is, over every service: the sum said below */
-	r = hlb_control_table_memory(ctl->cfg, hlb_pool_service_count(ctl->pool), fits_bytes, &f,
-				     &total, NULL);
+	r = hlb_control_table_memory(ctl->cfg, hlb_pool_service_count(ctl->pool),
+				     HASHLB_TABLE_MEMORY_RUN_TIME, fits_bytes, &f, &total, NULL);
 	if (r == -ENOMEM) /* each built, so none too large: short of memory */
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	if (r == 0)

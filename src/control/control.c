@@ -709,8 +709,8 @@ static int weights_fit_table(const struct hashlb_service_cfg *c, const uint32_t 
 }
 
 int hlb_control_table_memory(const struct hashlb_config *cfg, uint32_t n,
-			     hlb_control_table_bytes_fn bytes, void *arg, uint64_t *total,
-			     struct hashlb_error *err)
+			     enum hashlb_table_memory_by by, hlb_control_table_bytes_fn bytes,
+			     void *arg, uint64_t *total, struct hashlb_error *err)
 {
 	struct hashlb_error first = { 0 };
 	int ret = 0;
@@ -720,8 +720,7 @@ int hlb_control_table_memory(const struct hashlb_config *cfg, uint32_t n,
 		const struct hashlb_service_cfg *s;
 		uint64_t own = bytes(arg, i, &s);
 		/* past the cap, the first service said; the sum goes on over all of them */
-		int r = hashlb_table_memory_add(cfg, s, own, HASHLB_TABLE_MEMORY_RUN_TIME, total,
-						ret ? NULL : &first);
+		int r = hashlb_table_memory_add(cfg, s, own, by, total, ret ? NULL : &first);
 
 		if (r == -ENOMEM)
 			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -797,8 +796,9 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 	hlb_pool_weights_end(ctl->pool);
 	/* past table_memory: said once every service is checked (their own refusals first) */
 	if (ret == 0 && bytes)
-		ret = hlb_control_table_memory(cfg, cfg->n_services, counted_bytes,
-					       &(struct counted){ cfg, bytes }, &total, err);
+		ret = hlb_control_table_memory(cfg, cfg->n_services, HASHLB_TABLE_MEMORY_RUN_TIME,
+					       counted_bytes, &(struct counted){ cfg, bytes },
+					       &total, err);
 	free(bytes);
 	return ret;
 }

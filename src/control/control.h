@@ -227,15 +227,16 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 typedef uint64_t (*hlb_control_table_bytes_fn)(void *arg, uint32_t i,
 					       const struct hashlb_service_cfg **ret_s);
 /*
- * table_memory's rule (hashlb_table_memory_add()) over <n> services with weights set at run
- * time, each counted at <bytes>'s: 0 while their sum, *<total>, stays within <cfg>'s cap; else
+ * table_memory's rule (hashlb_table_memory_add()) over <n> services with the weights <by> says,
+ * each counted at <bytes>'s: 0 while their sum, *<total>, stays within <cfg>'s cap; else
  * -E2BIG, *<total> the sum over all of them, <err> (may be NULL) saying so at the first service
  * past it, as the loader says it (its file left to the caller); or -ENOMEM, <err> saying so.
- * POST /set's rule (a weight raised) and a reload's (weights set at run time kept).
+ * POST /set's rule (a weight raised), a reload's (weights set at run time kept) and hashlb ctl
+ * upgrade's pre-check (the weights the new process takes over).
  */
 int hlb_control_table_memory(const struct hashlb_config *cfg, uint32_t n,
-			     hlb_control_table_bytes_fn bytes, void *arg, uint64_t *total,
-			     struct hashlb_error *err);
+			     enum hashlb_table_memory_by by, hlb_control_table_bytes_fn bytes,
+			     void *arg, uint64_t *total, struct hashlb_error *err);
 /* The sample of service <name> in <v> (<n> long), or NULL: it has no program now. */
 const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_steer_sample *v,
 							   uint32_t n, const char *name);
