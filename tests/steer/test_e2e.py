@@ -1129,16 +1129,13 @@ def ipv6(topo):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
-def from_config(topo):
-    """hashlb steer -c: VIP, scheme, key, weights and admin state from the
-    service with steering: kernel; a draining backend gets no new client. The
-    program's table is named by the service (hashlb steer --stats without -c
-    reads it; before, hashlb steer wrote no name): here one named -, a valid name,
-    which the text shows quoted, "-" (before, it read as none)."""
+def steer_config(topo, name):
+    """A config file (its path) of one service named <name>, steering: kernel on eth0, ring,
+    seed 7, 4-tuple, b1..b3 of weights 1..3, b2 draining."""
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(f"""services:
-  - name: '-'
+  - name: '{name}'
     listen: {T.VIP}:{T.VIP_PORT}
     scheme: ring
     hash_key: 4-tuple
@@ -1150,19 +1147,41 @@ def from_config(topo):
         for i in range(3):
             f.write(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}', "
                     f"weight: {i + 1}{', state: drain' if i == 1 else ''}}}\n")
-        path = f.name
+        return f.name
+
+
+def steer_c(topo, path, name, shown):
+    """hashlb steer -c <path> --keep, the service <name>: --stats without -c reads the table's
+    name, JSON <name>, text <shown>."""
+    p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path, "--keep"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0, f"steer -c ({name}): {p.returncode} {p.stderr}")
+    st = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                         "--stats", "--json"], capture_output=True, text=True, timeout=30)
+    txt = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                          "--stats"], capture_output=True, text=True, timeout=30)
+    named = (json.loads(st.stdout).get("service") if st.returncode == 0 else st.stderr,
+             re.findall(r"^service +(.*)$", txt.stdout, re.M))
+    check(named == (name, [shown]),
+          f"steer -c: --stats' service (JSON, text) {named}, want the config's: {name}, {shown}")
+
+
+def steer_c_detach(topo, path):
+    p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path,
+                        "--detach"], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and not xdp_attached(topo), f"steer -c --detach: {p.stderr}")
+
+
+def from_config(topo):
+    """hashlb steer -c: VIP, scheme, key, weights and admin state from the
+    service with steering: kernel; a draining backend gets no new client. The
+    program's table is named by the service (hashlb steer --stats without -c
+    reads it; before, hashlb steer wrote no name), web as it is; then, attached
+    alone (no traffic), one named -, a valid name, which the text shows quoted,
+    "-" (before, it read as none)."""
+    path = steer_config(topo, "web")
     try:
-        p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path, "--keep"],
-                           capture_output=True, text=True, timeout=30)
-        check(p.returncode == 0, f"steer -c: {p.returncode} {p.stderr}")
-        st = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
-                             "--stats", "--json"], capture_output=True, text=True, timeout=30)
-        txt = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
-                              "--stats"], capture_output=True, text=True, timeout=30)
-        named = (json.loads(st.stdout).get("service") if st.returncode == 0 else st.stderr,
-                 re.findall(r"^service +(.*)$", txt.stdout, re.M))
-        check(named == ("-", ['"-"']),
-              f"steer -c: --stats' service (JSON, text) {named}, want the config's: -, \"-\"")
+        steer_c(topo, path, "web", "web")
         first = connect_once(topo)
         clients = ",".join(f"{T.CLIENT_IP}:{sp}" for sp, _ in first)
         out = subprocess.run([HASHLB, "lookup", "--json", "--key", "4-tuple", "--scheme", "ring",
@@ -1183,11 +1202,15 @@ def from_config(topo):
     interface: eth0
     backends: [{{name: o1, address: '{topo.backend_ip(0)}:{T.VIP_PORT}'}}]
 """)
-        p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path,
-                            "--detach"], capture_output=True, text=True, timeout=30)
-        check(p.returncode == 0 and not xdp_attached(topo), f"steer -c --detach: {p.stderr}")
+        steer_c_detach(topo, path)
         print(f"steer -c (ring, seed 7, weights, b2 draining): {CONNS} connections on the "
               "table's backend", flush=True)
+    finally:
+        os.unlink(path)
+    path = steer_config(topo, "-")
+    try:
+        steer_c(topo, path, "-", '"-"')
+        steer_c_detach(topo, path)
     finally:
         os.unlink(path)
 
