@@ -657,7 +657,8 @@ const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_confi
 enum hashlb_passive_only {
 	HASHLB_PASSIVE_ONLY_APPLIES = 0, /* checks off, passive on, more than one backend */
 	HASHLB_PASSIVE_ONLY_CHECKS_ON, /* the checks decide; failed connects count toward fall */
-	HASHLB_PASSIVE_ONLY_PASSIVE_OFF, /* passive: false: every backend up, whatever its connects */
+	/* passive: false: every backend up, whatever its connects */
+	HASHLB_PASSIVE_ONLY_PASSIVE_OFF,
 	/* the service's only backend, never held out (nginx's rule): it would refuse every
 	 * client for the hold, though it may be back already */
 	HASHLB_PASSIVE_ONLY_LONE_BACKEND,
@@ -714,7 +715,8 @@ enum hashlb_table_memory_by {
 	HASHLB_TABLE_MEMORY_CONFIG, /* the config's (the loader) */
 	HASHLB_TABLE_MEMORY_RESOLVED, /* the config's, its names resolved again */
 	HASHLB_TABLE_MEMORY_RUN_TIME, /* some set at run time (hashlb ctl set), kept by a reload */
-	HASHLB_TABLE_MEMORY_TAKEN_OVER, /* those an upgrade takes over from the hashlb it replaces */
+	/* those an upgrade takes over from the hashlb it replaces */
+	HASHLB_TABLE_MEMORY_TAKEN_OVER,
 	HASHLB_TABLE_MEMORY_BY_MAX,
 };
 

@@ -19,7 +19,8 @@
 #include "runtime/fdpass.h"
 #include "runtime/log.h"
 
-/* A backend's address quoted whole: "[host]:port", the host a name of HASHLB_HOST_MAX bytes at most */
+/* A backend's address quoted whole: "[host]:port", the host a name of HASHLB_HOST_MAX bytes at
+ * most */
 #define POOL_ADDRESS_QUOTED HLB_LOG_QUOTED_MAX(HASHLB_HOST_MAX + sizeof("[]:65535"))
 /* a backend's name as a log value: it may hold a backslash and UTF-8, which logfmt quotes */
 #define POOL_NAME_QUOTED HLB_LOG_QUOTED_MAX(HASHLB_NAME_MAX)
@@ -1570,9 +1571,9 @@ static void orphans_left_to(struct hlb_pool *p, struct hlb_pool_service *s, stru
  * max_connections, its counters going on, and the retired one goes without its totals
  * line (<s> logs them). The backends its orphans_adopted() did not take back drain as
  * <s>'s removed ones (orphans_left_to()); those gone already are counted among <s>'s gone
- * (room made by service_new()), with the bytes of those freed before. Before, the service added back was a new one: its counters began at 0
- * beside its backends' kept ones, and its max_connections let in as many again as the
- * connections it kept.
+ * (room made by service_new()), with the bytes of those freed before. Before, the service
+ * added back was a new one: its counters began at 0 beside its backends' kept ones, and its
+ * max_connections let in as many again as the connections it kept.
  */
 static void retired_taken_back(struct hlb_pool *p, struct hlb_pool_service *s)
 {
@@ -1665,8 +1666,9 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
 
 /*
  * Drop the draining backends of <v> whose connections ended, closing them
- * past their deadline (logged: the reload that removed them said it would); <s>: their service, which keeps them a while for
- * their series (service_keep_drained()), NULL for the orphans of a service
+ * past their deadline (logged: the reload that removed them said it would); <s>: their
+ * service, which keeps them a while for their series (service_keep_drained()), NULL for the
+ * orphans of a service
  * a reload removed. A connection counts from its connect on (claimed), not
  * once established (active): one still connecting when the reload removed
  * its backend is established to it later, and must be in its series and
@@ -2503,13 +2505,15 @@ struct handover_seen {
 /* One HLB_HANDOVER_LINE of the hashlb this one replaces, parsed. */
 struct handover {
 	char *svc, *name;
-	char *address; /* connected to there (as written, from a process of before); NULL: none sent */
+	/* connected to there (as written, from a process of before); NULL: none sent */
+	char *address;
 	struct hlb_handover_settings set;
 	bool down;
 	bool assumed; /* up only as assumed there (health=assumed) */
 	double penalty; /* flap damping; 0 from a process that sent none */
 	bool held; /* the penalty held it down */
-	bool ramping; /* in slow start there, ramp_ms into it; false from a process that sent none */
+	/* in slow start there, ramp_ms into it; false from a process that sent none */
+	bool ramping;
 	uint64_t ramp_ms;
 	/* passive-only health there: <holds> in a row, the last <hold_ms> long, <hold_left_ms> of
 	 * it left (0: up on trial); holds 0 if none, or from a process that sent none */
@@ -3565,7 +3569,8 @@ static uint32_t service_gone_find(const struct hlb_pool_service *s, const struct
 		if ((taken && taken[hit->j]) ||
 		    !addr_equal(&r->rt->addr, r->rt->addr_len, &nb->addr, nb->addr_len))
 			continue;
-		/* still draining; or drained, until the drain deadline (one closed at it is past) */
+		/* still draining; or drained, until the drain deadline (one closed at it is
+		 * past) */
 		if (hit->j < s->n_removed || now < hlb_pool_backend_drain_deadline(r))
 			return hit->j;
 	}
@@ -3799,7 +3804,8 @@ struct service_prep {
 	struct hlb_pool_backend **next; /* the backends of the new config, in its order */
 	uint8_t *taken; /* what becomes of each running one (BACKEND_KEPT...) */
 	struct name_idx *sorted; /* the running ones' names (backends_sorted()) */
-	/* the removed ones' names (service_gone_sorted()), and those taken back (service_reclaim()) */
+	/* the removed ones' names (service_gone_sorted()), and those taken back
+	 * (service_reclaim()) */
 	struct name_idx *gone_sorted;
 	uint8_t *gone_taken;
 	/* [i]: a new backend for the config's <i>th, made for each that is not kept at its
@@ -3920,7 +3926,8 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 		j = backend_by_name(s, pr->sorted, taken, i, nb->name);
 		if (j < s->n_backends)
 			b = s->backends[j];
-		/* read from the config as it goes (service_rebuild()): nothing to apply, only to say */
+		/* read from the config as it goes (service_rebuild()): nothing to apply, only to
+		 * say */
 		if (b && j < old->n_backends &&
 		    old->backends[j].close_on_return != nb->close_on_return) {
 			chg.what = BACKEND_CHANGED_CLOSE_ON_RETURN;
