@@ -53,6 +53,8 @@ struct ybuilder {
 	 * document's size when it started, its anchor if it has one. */
 	size_t kids_from[YDEPTH_MAX], size_from[YDEPTH_MAX];
 	struct yanchor *anchor[YDEPTH_MAX];
+	/* Where each open flow collection's '[' or '{' is; 0:0 for a block one. */
+	struct hashlb_pos flow_open[YDEPTH_MAX];
 	int depth;
 	/* The items of every open collection, one after another: each is copied
 	 * to the arena, as one array, when its collection ends. */
@@ -423,6 +425,19 @@ static int version_directive(struct ybuilder *b, struct fy_document_state *ds)
 		     v->major, v->minor);
 }
 
+/* Where the '[' or '{' of collection start <e> is; 0:0 if it is a block one. */
+static struct hashlb_pos flow_opener(struct fy_event *e)
+{
+	struct fy_token *t = e->type == FYET_MAPPING_START ? e->mapping_start.mapping_start
+							   : e->sequence_start.sequence_start;
+	enum fy_token_type tt = t ? fy_token_get_type(t) : FYTT_NONE;
+	const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
+
+	if (!m || (tt != FYTT_FLOW_MAPPING_START && tt != FYTT_FLOW_SEQUENCE_START))
+		return (struct hashlb_pos){ 0, 0 };
+	return (struct hashlb_pos){ m->line + 1, m->column + 1 };
+}
+
 static int on_event(struct ybuilder *b, struct fy_event *e)
 {
 	struct hashlb_pos pos = event_pos(b, e);
@@ -463,6 +478,7 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		b->kids_from[b->depth] = b->n_kids;
 		b->size_from[b->depth] = b->size++; /* its size: from here until it ends */
 		b->anchor[b->depth] = NULL;
+		b->flow_open[b->depth] = flow_opener(e);
 		return anchor_add(b, anchor, n, 0, &b->anchor[b->depth++]);
 	case FYET_MAPPING_END:
 	case FYET_SEQUENCE_END:
@@ -633,6 +649,23 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 			     "YAML syntax error at U+%04X, which shows as a space or as nothing "
 			     "but is none to YAML: retype it (the parser's error, at %d:%d: %s)",
 			     (unsigned)c, pos.line, pos.column, de->msg ? de->msg : "invalid YAML");
+	/* A flow collection left open ("backends: [" and no ']') is reported
+	 * where libfyaml gave up: at the end of the text, or on a later line
+	 * that cannot go on in it. Its opener, far above, is what to look at. */
+	for (int i = b->depth - 1; i >= 0; i--) {
+		struct hashlb_pos o = b->flow_open[i];
+		bool seq = b->stack[i]->type == YNODE_SEQ;
+
+		if (!o.line)
+			continue;
+		if (o.line < pos.line)
+			return yfail(b, &pos,
+				     "YAML syntax error: %s (the '%c' at %d:%d is still open "
+				     "here: a missing '%c'?)",
+				     de->msg ? de->msg : "invalid YAML", seq ? '[' : '{', o.line,
+				     o.column, seq ? ']' : '}');
+		break;
+	}
 	return yfail(b, &pos, "YAML syntax error: %s%s", de->msg ? de->msg : "invalid YAML",
 		     at_bracket_port(b, pos) ? " (an IPv6 address and port must be quoted: "
 					       "\"[::1]:80\")"

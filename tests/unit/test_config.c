@@ -112,6 +112,21 @@ static void test_yaml_syntax(void **state)
 	/* With no final newline, at the end of the text, not on a line past it
 	 * (found by tests/fuzz/fuzz_config). */
 	expect_error("services: [a, b", 1, 16, "YAML syntax error");
+	/* A flow collection left open is reported where the parser gave up, far
+	 * below: the error names the '[' or '{' that is still open, the innermost,
+	 * not one closed since nor one in quotes or a comment. */
+	expect_error("services: [a, b\n", 2, 1,
+		     "(the '[' at 1:11 is still open here: a missing ']'?)");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:8080\n"
+		     "    backends: [ {name: a, address: 127.0.0.1:9001},\n"
+		     "      {name: \"[{\", address: 127.0.0.1:9002} # ]\n"
+		     "admin: off\n",
+		     6, 1, "(the '[' at 4:15 is still open here: a missing ']'?)");
+	expect_error(MINIMAL "      - {name: b, address: 127.0.0.1:9002\n"
+			     "      - name: c\n",
+		     8, 13,
+		     "missing comma in flow mapping (the '{' at 7:9 is still open here: a "
+		     "missing '}'?)");
 	expect_error("|", 1, 1, "must be a mapping"); /* at the block scalar's indicator */
 	/* "[::1]:80" unquoted is a flow list and a ':': the error says to quote it */
 	expect_error(MINIMAL "      - name: b\n        address: [::1]:80\n", 8, 23,
