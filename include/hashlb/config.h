@@ -241,6 +241,10 @@ struct hashlb_config {
 	/* admin set by hashlb run --admin, not by the file: a reload keeps it */
 	bool admin_override;
 	struct hashlb_pos admin_pos; /* where admin is written (line 0: the default) */
+	/* admin written with no value ("admin:" alone, its value commented out, say), which
+	 * is off as "off" is, but warned of (hashlb_config_warnings()); not with
+	 * HASHLB_LOAD_ADMIN_GIVEN, where the file's admin is not the one in force */
+	bool admin_empty;
 	/* table_memory: the bytes all services' tables may hold together, each
 	 * counted at hashlb_service_cfg_table_bytes_max(); 0 = no cap; default
 	 * HASHLB_TABLE_MEMORY_DEFAULT */
@@ -416,7 +420,9 @@ void hashlb_config_free(struct hashlb_config *c);
  * fail a reload). Fills the first <max> of <ret_warnings> (file, line and column of the later
  * backend's address, reason HASHLB_ERR_CONFIG, and what, naming both) and returns how many
  * there are in all, or -ENOMEM.
- * Before them, in file order, each duration written as a number without a unit other than 0
+ * First an admin key written with no value ("admin:" alone): off, as documented, but a value
+ * commented out turns hashlb ctl and /metrics off without a word, so it says to write off.
+ * Then, in file order, each duration written as a number without a unit other than 0
  * (c->bare_durations): it reads as milliseconds, as documented and as HAProxy has it, so old
  * files keep loading, but "connect: 5" or "idle: 300" most likely meant seconds; the warning
  * says what it was read as and how to write either ("5 read as 5ms: write 5ms to keep it,

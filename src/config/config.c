@@ -2565,8 +2565,11 @@ static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_co
 	/* off, false, no: as a boolean's; "off" quoted too, the word the docs give, as
 	 * proxy_protocol takes it (no address is named so) */
 	if (ynode_is_null(v) || bool_of(v) == 0 ||
-	    (v->type == YNODE_SCALAR && v->quoted && !strcmp(v->text, "off")))
+	    (v->type == YNODE_SCALAR && v->quoted && !strcmp(v->text, "off"))) {
+		c->admin_empty = v->type == YNODE_SCALAR && !v->quoted && v->len == 0 &&
+				 !(ld->flags & HASHLB_LOAD_ADMIN_GIVEN);
 		return 0;
+	}
 	r = want_addr_scalar(ld, v, "admin", "an address, unix:/PATH or off");
 	if (r < 0)
 		return r;
@@ -3195,6 +3198,11 @@ int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *r
 	const struct hashlb_bare_duration *d = c->bare_durations;
 	size_t n = 0;
 
+	if (c->admin_empty && n++ < max)
+		warning_at(c, c->admin_pos,
+			   "'admin' has no value, which turns the admin endpoint off (no hashlb "
+			   "ctl, no /metrics): write off to mean that, or an address",
+			   &ret_warnings[0]);
 	for (uint32_t i = 0; i < c->n_bare_durations; i++, n++) {
 		bool shared = (i > 0 && !pos_cmp(d[i].pos, d[i - 1].pos)) ||
 			      (i + 1 < c->n_bare_durations && !pos_cmp(d[i].pos, d[i + 1].pos));

@@ -671,5 +671,26 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{' '.join(args[:-1])} {name}: exit 0, {'warned' if warned else 'no warning'}:"
                   f" {r.returncode} {r.stderr!r}")
 
+# admin with no value is off, as documented, but its address commented out turned hashlb ctl
+# and /metrics off without a word: check warns of it (with -q too), exit 0, and says to write
+# off; not of admin: off, nor with --admin, whose address is the one in force.
+with tempfile.TemporaryDirectory() as tmp:
+    svc = ("services:\n  - name: web\n    listen: 127.0.0.1:18385\n    backends:\n"
+           "      - {name: a, address: 127.0.0.1:18386}\n")
+    path = os.path.join(tmp, "admin.yaml")
+    for admin, extra, warned in (("admin:   # 127.0.0.1:9901\n", (), True),
+                                 ("admin:   # 127.0.0.1:9901\n", ("-q",), True),
+                                 ("admin: off\n", (), False),
+                                 ("admin:\n", ("--admin", "127.0.0.1:18387"), False)):
+        with open(path, "w") as f:
+            f.write(admin + svc)
+        r = run("check", *extra, "-c", path)
+        want = (f"{path}:1:6: warning: 'admin' has no value, which turns the admin endpoint off "
+                "(no hashlb ctl, no /metrics): write off to mean that, or an address\n"
+                if warned else "")
+        check(r.returncode == 0 and r.stderr == want,
+              f"check {' '.join(extra)} of {admin.strip()!r}: exit 0, "
+              f"{'warned' if warned else 'no warning'}: {r.returncode} {r.stderr!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -2345,6 +2345,25 @@ def admin_off_loopback_is_warned():
         check(lb.stop() == 0, "exit 0")
 
 
+def admin_empty_is_warned():
+    """admin: with no value (its address commented out) is off, as documented, so hashlb ctl and
+    /metrics went without a word: hashlb warns of it at start and at each reload, as hashlb
+    check does, at the key, saying to write off; not of admin: off."""
+    warn = ('level=warn msg="config warning" config=\\S+ line=2 column=6 warning="\'admin\' has '
+            'no value, which turns the admin endpoint off \\(no hashlb ctl, no /metrics\\): '
+            'write off to mean that, or an address"')
+    for admin, warned in (("  # 127.0.0.1:0", True), ("off", False)):
+        lb = Hashlb(config(BACKENDS, admin=admin))
+        lb.proc.send_signal(signal.SIGHUP)
+        check(lb.wait_log("msg=reloaded "), f"admin: {admin}: reloaded")
+        lines = [l for l in lb.log if re.search(warn, l)]
+        check(len(lines) == (2 if warned else 0) and
+              not any('msg="config warning"' in l for l in lb.log if l not in lines),
+              f"admin: {admin}: {len(lines)} warnings (at start and reload: "
+              f"{2 if warned else 0}): {[l for l in lb.log if 'warn' in l]}")
+        check(lb.stop() == 0, "exit 0")
+
+
 def unit_exec_reload(pid, config_path, admin_option=""):
     """The shipped unit's ExecReload= commands (contrib/systemd/hashlb.service.in) run as
     systemd runs them, without systemd: @BINDIR@ filled in, $$ a dollar sign, ${VAR} and $VAR
@@ -3997,7 +4016,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients,
            metrics_filter_renders_the_same_families, metrics_read_strictly_page_after_page,
            expect_continue_is_answered,
            the_index_says_what_each_request_takes,
-           admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
+           admin_off_loopback_is_warned, admin_empty_is_warned,
+           unit_reload_fails_with_the_reload,
            unit_reload_with_the_admin_option,
            reload_pid_signals_only_hashlb_run, reload_pid_knows_a_hashlb_installed_under_another_name, reload_pid_knows_a_copy_of_hashlb_under_another_name,
            reload_pid_sends_no_sighup_for_a_file_with_errors,

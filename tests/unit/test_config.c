@@ -3196,6 +3196,39 @@ static void test_admin_off_and_v6(void **state)
 	expect_error("admin: 'False'\n" MINIMAL, 1, 8, "the quoted string \"False\": write False");
 }
 
+/*
+ * admin with no value (its address commented out) is off, as documented, but warned of where
+ * it is written, first: hashlb ctl and /metrics go without a word otherwise. Not off written
+ * as a word, nor with --admin (HASHLB_LOAD_ADMIN_GIVEN), whose address is the one in force.
+ */
+static void test_admin_empty_warns(void **state)
+{
+	const char *yaml = "admin:   # 127.0.0.1:9901\n" MINIMAL "    timeouts: {idle: 300}\n";
+	struct hashlb_config *c = load_ok(yaml);
+	struct hashlb_error w[4], err;
+
+	(void)state;
+	assert_null(c->admin);
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 2);
+	assert_int_equal(w[0].line, 1);
+	assert_int_equal(w[0].column, 6); /* at its ':', where no value follows */
+	assert_string_equal(w[0].msg, "'admin' has no value, which turns the admin endpoint off "
+				      "(no hashlb ctl, no /metrics): write off to mean that, or an "
+				      "address");
+	assert_non_null(strstr(w[1].msg, "'idle' has no unit"));
+	/* counted when there is no room for it */
+	assert_int_equal(hashlb_config_warnings(c, NULL, 0), 2);
+	hashlb_config_free(c);
+	assert_no_warning("admin: off\n" MINIMAL);
+	assert_no_warning("admin: ~\n" MINIMAL);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(hashlb_config_parse_flags("admin:\n" MINIMAL, strlen("admin:\n" MINIMAL),
+						   "t.yaml", HASHLB_LOAD_ADMIN_GIVEN, &c, &err),
+			 0);
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
+	hashlb_config_free(c);
+}
+
 static void test_anchors(void **state)
 {
 	/* Two services sharing one backend list through an anchor. */
@@ -4393,6 +4426,7 @@ int main(void)
 		cmocka_unit_test(test_health_timeout_default),
 		cmocka_unit_test(test_settings_written_as_a_value),
 		cmocka_unit_test(test_admin_off_and_v6),
+		cmocka_unit_test(test_admin_empty_warns),
 		cmocka_unit_test(test_anchors),
 		cmocka_unit_test(test_anchors_cost_follows_their_number),
 		cmocka_unit_test(test_services_cost_follows_their_number),
