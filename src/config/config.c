@@ -2177,6 +2177,14 @@ static const struct ynode *core_error_node(const struct ynode *m, const struct y
 				return map_get(backends->items[i], "weight");
 		}
 		break;
+	case HASHLB_ERR_ALL_WEIGHTS_ZERO:
+		/* at the first weight, the value to change: the list was no place to
+		 * edit, and a weight 0 of each backend is written (the default is 1) */
+		if (backends->type == YNODE_SEQ && backends->n > 0 &&
+		    backends->items[0]->type == YNODE_MAP &&
+		    (v = map_get(backends->items[0], "weight")) != NULL)
+			return v;
+		break;
 	case HASHLB_ERR_BAD_NAME:
 		for (uint32_t i = 0; i < s->n_backends; i++) {
 			if (!hashlb_backend_name_ok(s->backends[i].name))

@@ -2047,10 +2047,14 @@ static void test_core_errors(void **state)
 		     "      - {name: c, address: \"127.0.0.1:3\"}\n"
 		     "      - {name: d, address: \"127.0.0.1:4\"}\n",
 		     4, 17, "service 'web': Maglev table size 3 is smaller than the 4 backends");
-	/* No backend with a positive weight: at the backends list. */
+	/* No backend with a positive weight: at the first backend's weight, what to change. */
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - {name: a, address: \"127.0.0.1:1\", weight: 0}\n",
-		     5, 7, "service 'web': the only backend has weight 0");
+		     5, 51, "service 'web': the only backend has weight 0");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: 127.0.0.1:1\n        weight: 0\n"
+		     "      - {name: b, address: \"127.0.0.1:2\", weight: 0}\n",
+		     7, 17, "service 'web': all 2 backends have weight 0");
 	/* A ring that would exceed the table memory cap: at vnodes, saying what makes its size
 	 * and what the cap is (it said "table needs N bytes, above the cap of C" alone) */
 	expect_error(
