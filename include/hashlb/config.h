@@ -645,6 +645,14 @@ void hashlb_duration_format(uint64_t ms, char *buf, size_t len);
  */
 #define HASHLB_TABLE_MEMORY_STRLEN 64
 void hashlb_table_memory_format(const struct hashlb_config *c, char *buf, size_t len);
+/*
+ * <bytes> for people, as hashlb check and hashlb ctl status print the tables' memory and
+ * table_memory: "N bytes" under 1 KiB, else in the largest of KiB, MiB, GiB, TiB it reaches,
+ * whole where it is a whole number of that unit ("1 GiB", as table_memory's default; not
+ * "1024.0 MiB"), else to one decimal ("384.3 KiB"). JSON says the number of bytes.
+ */
+#define HASHLB_BYTES_STRLEN 32
+void hashlb_bytes_format(uint64_t bytes, char *buf, size_t len);
 /* A drain of <ms> as the config writes it: hashlb_duration_format()'s, or "never". */
 void hashlb_drain_format(uint32_t ms, char *buf, size_t len);
 /*

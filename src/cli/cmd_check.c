@@ -363,18 +363,6 @@ static int print_service(const struct hashlb_service_cfg *s)
 	return 0;
 }
 
-/* <bytes> in a unit that shows them: bytes under 1 KiB, KiB under 1 MiB, else MiB */
-static const char *size_text(uint64_t bytes, char *buf, size_t size)
-{
-	if (bytes < 1024)
-		snprintf(buf, size, "%" PRIu64 " bytes", bytes);
-	else if (bytes < 1 << 20)
-		snprintf(buf, size, "%.1f KiB", (double)bytes / 1024);
-	else
-		snprintf(buf, size, "%.1f MiB", (double)bytes / (1 << 20));
-	return buf;
-}
-
 /* What <c> accepts but warns of, to stderr (with -q too: a script's check that passes still
  * shows them); 0 or -ENOMEM. */
 static int print_warnings(const struct hashlb_config *c)
@@ -635,11 +623,11 @@ int cmd_check(int argc, char **argv)
 			hashlb_config_free(c);
 			return r < 0 ? 1 : 0;
 		}
-		printf("tables: up to %s with backends down",
-		       size_text(c->table_bytes, tb, sizeof(tb)));
+		hashlb_bytes_format(c->table_bytes, tb, sizeof(tb));
+		printf("tables: up to %s with backends down", tb);
+		hashlb_bytes_format(c->table_memory, tm, sizeof(tm));
 		if (c->table_memory)
-			printf(", of table_memory %s\n",
-			       size_text(c->table_memory, tm, sizeof(tm)));
+			printf(", of table_memory %s\n", tm);
 		else
 			printf(" (table_memory 0: no cap)\n");
 		for (uint32_t i = 0; i < c->n_services && r == 0; i++) {

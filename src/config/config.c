@@ -804,6 +804,23 @@ void hashlb_table_memory_format(const struct hashlb_config *c, char *buf, size_t
 		 c->table_memory, c->table_memory_pos.line ? "" : ", the default");
 }
 
+void hashlb_bytes_format(uint64_t bytes, char *buf, size_t len)
+{
+	for (size_t i = 0; i < UNITS_MAX; i++) {
+		uint64_t mult = size_kind.units[i].mult;
+
+		if (bytes < mult)
+			continue;
+		if (bytes % mult == 0)
+			snprintf(buf, len, "%" PRIu64 " %s", bytes / mult, size_kind.units[i].name);
+		else
+			snprintf(buf, len, "%.1f %s", (double)bytes / (double)mult,
+				 size_kind.units[i].name);
+		return;
+	}
+	snprintf(buf, len, "%" PRIu64 " bytes", bytes);
+}
+
 void hashlb_drain_format(uint32_t ms, char *buf, size_t len)
 {
 	if (ms == HASHLB_DRAIN_NEVER)

@@ -665,6 +665,7 @@ static void drained_text(struct hlb_buf *o, const struct hlb_pool_service *s)
 
 static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 {
+	char tables[HASHLB_BYTES_STRLEN], cap[HASHLB_BYTES_STRLEN];
 	const struct hashlb_error *e = &ctl->last_reload_err;
 	struct hlb_steer_sample *steer = NULL;
 	uint32_t n_steer = 0;
@@ -677,9 +678,12 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		       HASHLB_VERSION, (int)getpid(),
 		       (double)(hlb_now_ms() - ctl->start_ms) / 1000.0, ctl->config_path,
 		       ctl->reloads_ok, ctl->reloads_failed);
-	hlb_buf_printf(o, "tables: %" PRIu64 " bytes held", hlb_snapshot_tables_bytes());
+	/* in the units hashlb check says them in; /status' JSON has the bytes */
+	hashlb_bytes_format(hlb_snapshot_tables_bytes(), tables, sizeof(tables));
+	hashlb_bytes_format(ctl->cfg->table_memory, cap, sizeof(cap));
+	hlb_buf_printf(o, "tables: %s held", tables);
 	if (ctl->cfg->table_memory)
-		hlb_buf_printf(o, ", table_memory %" PRIu64 "\n", ctl->cfg->table_memory);
+		hlb_buf_printf(o, ", table_memory %s\n", cap);
 	else
 		hlb_buf_puts(o, ", table_memory 0 (no cap)\n");
 	limits_get(ctl, &l);

@@ -1404,6 +1404,31 @@ static void test_duration_format(void **state)
 	}
 }
 
+/* Sizes for people (the tables' memory, table_memory): whole where they are a whole unit, as
+ * the default 1 GiB ("1024.0 MiB" before), else to one decimal; bytes under 1 KiB. */
+static void test_bytes_format(void **state)
+{
+	static const struct {
+		uint64_t in;
+		const char *out;
+	} cases[] = { { 0, "0 bytes" },
+		      { 1023, "1023 bytes" },
+		      { 1024, "1 KiB" },
+		      { 393570, "384.3 KiB" },
+		      { 1u << 20, "1 MiB" },
+		      { 1ull << 30, "1 GiB" },
+		      { 1536ull << 20, "1.5 GiB" },
+		      { 1000ull << 20, "1000 MiB" },
+		      { 2ull << 40, "2 TiB" } };
+	char text[HASHLB_BYTES_STRLEN];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		hashlb_bytes_format(cases[i].in, text, sizeof(text));
+		assert_string_equal(text, cases[i].out);
+	}
+}
+
 static void test_addresses(void **state)
 {
 	expect_error("services:\n  - name: web\n    listen: localhost:80\n", 3, 13,
@@ -4454,6 +4479,7 @@ int main(void)
 		cmocka_unit_test(test_client_prefix),
 		cmocka_unit_test(test_text_extra_bytes),
 		cmocka_unit_test(test_duration_format),
+		cmocka_unit_test(test_bytes_format),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
