@@ -421,25 +421,26 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 			/* -c FILE's admin key: one a reload changed is not served yet */
 			const char *file = refused ? ctl_admin_from_file : NULL;
 
-			cli_error(
-				"cannot reach the admin endpoint at %s: %s%s%s%s%s\n",
-				admin_name(ss, name, sizeof(name)), strerror(-r),
-				refused && ctl_admin_default
-					? " (the default address: for a hashlb whose config sets "
-					  "admin: elsewhere, give -c FILE or --admin ADDR)"
-					: "",
-				file ? (ctl_admin_file_default ? " (the default address, " : " (")
-				     : "",
-				file ? cli_path(file) : "",
-				!file ? ""
-				/* not "FILE's admin key", which it does not write */
-				: ctl_admin_file_default
-					? " writing no admin key; a hashlb started before that "
-					  "changed serves its old address still, which a reload "
-					  "does not move: --admin ADDR reaches it)"
-					: "'s admin key; a hashlb started before that key changed "
-					  "serves its old address still, which a reload does not "
-					  "move: --admin ADDR reaches it)");
+			cli_error("cannot reach the admin endpoint at %s: %s%s%s%s%s\n",
+				  admin_name(ss, name, sizeof(name)), strerror(-r),
+				  refused && ctl_admin_default
+					  ? " (the default address: for a hashlb whose config sets "
+					    "admin: elsewhere, give -c FILE or --admin ADDR)"
+					  : "",
+				  file ? (ctl_admin_file_default ? " (the default address, " : " (")
+				       : "",
+				  file ? cli_path(file) : "",
+				  /* true whether a hashlb runs or not: where none runs at all,
+				 * that is the answer, not a key changed */
+				  !file ? ""
+				  /* not "FILE's admin key", which it does not write */
+				  : ctl_admin_file_default
+					  ? " writing no admin key: is hashlb running? One started "
+					    "before that changed serves its old address still, "
+					    "which a reload does not move: --admin ADDR reaches it)"
+					  : "'s admin key: is hashlb running? One started before "
+					    "that key changed serves its old address still, which "
+					    "a reload does not move: --admin ADDR reaches it)");
 		}
 		if (fd >= 0)
 			close(fd);

@@ -621,6 +621,8 @@ for args, hint in ((["ctl", "status"], True), (["ctl", "--admin", "127.0.0.1:990
 # a reload does not apply (the running hashlb serves its first address until a restart), and
 # the message says so and how to reach it; --admin beside -c is not second-guessed. It said
 # "Connection refused" alone, and the operator who had just reloaded the file could not tell why.
+# Worded to be true where no hashlb runs at all, too (it said "a hashlb started before that key
+# changed" as if one did): "is hashlb running?" first.
 with open(os.path.join(tmp, "admin-moved.yaml"), "w") as f:
     f.write("admin: 127.0.0.1:9901\nservices:\n  - name: s\n    listen: 127.0.0.1:18080\n"
             "    backends:\n      - name: a\n        address: 127.0.0.1:1\n")
@@ -628,8 +630,9 @@ for args, hint in ((["ctl", "-c", f.name, "status"], True),
                    (["ctl", "-c", f.name, "--admin", "127.0.0.1:9901", "status"], False)):
     p = in_netns(*args, env=env)
     want = ("hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901: Connection refused" +
-            (f" ({f.name}'s admin key; a hashlb started before that key changed serves its old "
-             "address still, which a reload does not move: --admin ADDR reaches it)"
+            (f" ({f.name}'s admin key: is hashlb running? One started before that key changed "
+             "serves its old address still, which a reload does not move: --admin ADDR "
+             "reaches it)"
              if hint else "") + "\n")
     check(p.returncode == 1 and p.stderr == want,
           f"hashlb {' '.join(args)}, nothing there: exit {p.returncode}, stderr {p.stderr!r}")
@@ -641,8 +644,9 @@ with open(os.path.join(tmp, "admin-unix-moved.yaml"), "w") as f:
             "    backends:\n      - name: a\n        address: 127.0.0.1:1\n")
 p = run("ctl", "-c", f.name, "status", ok=False)
 want = (f"hashlb ctl: cannot reach the admin endpoint at unix:{tmp}/gone.sock: No such file or "
-        f"directory ({f.name}'s admin key; a hashlb started before that key changed serves its "
-        "old address still, which a reload does not move: --admin ADDR reaches it)\n")
+        f"directory ({f.name}'s admin key: is hashlb running? One started before that key "
+        "changed serves its old address still, which a reload does not move: --admin ADDR "
+        "reaches it)\n")
 check(p.returncode == 1 and p.stderr == want,
       f"hashlb ctl -c FILE status, FILE's Unix socket path gone: exit {p.returncode}, "
       f"stderr {p.stderr!r}")
@@ -653,9 +657,9 @@ with open(os.path.join(tmp, "admin-default.yaml"), "w") as f:
             "    backends:\n      - name: a\n        address: 127.0.0.1:1\n")
 p = in_netns("ctl", "-c", f.name, "status", env=env)
 want = ("hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901: Connection refused "
-        f"(the default address, {f.name} writing no admin key; a hashlb started before that "
-        "changed serves its old address still, which a reload does not move: --admin ADDR "
-        "reaches it)\n")
+        f"(the default address, {f.name} writing no admin key: is hashlb running? One started "
+        "before that changed serves its old address still, which a reload does not move: "
+        "--admin ADDR reaches it)\n")
 check(p.returncode == 1 and p.stderr == want,
       f"hashlb ctl -c FILE status, FILE without admin, nothing there: exit {p.returncode}, "
       f"stderr {p.stderr!r}")
