@@ -145,6 +145,19 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 			   struct hashlb_table **ret_table, struct hashlb_error *err);
 
 /*
+ * hashlb_table_with_down(), the same table, made from <also> too (NULL accepted; any table,
+ * only read): on Maglev, where <also> is of the same full table (the very array) and its down
+ * set takes the same turns, and <base> keeps the table of that down set (a ramp table, made
+ * again for each snapshot while a backend ramps), its effective slots are <also>'s, shared
+ * rather than merged again; and wherever its effective entries are the very array <also>
+ * holds owner blocks over (weights more than 16 times apart), it holds those blocks too
+ * rather than builds them. Each is a pass over M entries fewer.
+ */
+int hashlb_table_with_down_from(const struct hashlb_table *base, const bool *down,
+				const struct hashlb_table *also, struct hashlb_table **ret_table,
+				struct hashlb_error *err);
+
+/*
  * The table hashlb_table_build(hashlb_table_params(<prev>), <backends>, <n>)
  * would give, bit for bit, built faster by reusing <prev>: the rebuild for a
  * change of weights or membership. Backends are matched by name (their

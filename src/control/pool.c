@@ -856,8 +856,11 @@ static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *s
  * (the backend came up, left maint or drain, its weight was raised from 0,
  * or a reload added it); one that ended
  * admits every client, and its place in the ramp table is never read.
+ * <cur>, the snapshot <snap> replaces (NULL accepted), lends its ramp
+ * table's owner blocks (hlb_snapshot_add_ramp()).
  */
-static void service_add_ramp(struct hlb_pool_service *s, struct hlb_snapshot *snap)
+static void service_add_ramp(struct hlb_pool_service *s, struct hlb_snapshot *snap,
+			     const struct hlb_snapshot *cur)
 {
 	bool *ramping, any = false;
 
@@ -870,7 +873,7 @@ static void service_add_ramp(struct hlb_pool_service *s, struct hlb_snapshot *sn
 	for (uint32_t j = 0; j < s->n_backends; j++)
 		ramping[j] = snap->backends[j] == s->backends[j]->rt &&
 			     s->backends[j]->ramp_start_ms != 0;
-	hlb_snapshot_add_ramp(snap, ramping);
+	hlb_snapshot_add_ramp(snap, ramping, cur);
 	free(ramping);
 }
 
@@ -887,7 +890,7 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 		ret = hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
 		if (ret == 0) {
 			service_add_retry(s, *ret_snap);
-			service_add_ramp(s, *ret_snap);
+			service_add_ramp(s, *ret_snap, cur);
 		}
 		return ret;
 	}
@@ -902,7 +905,7 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	if (ret == 0) {
 		s->need_full = false;
 		service_add_retry(s, *ret_snap);
-		service_add_ramp(s, *ret_snap);
+		service_add_ramp(s, *ret_snap, cur);
 	}
 	return ret;
 }

@@ -879,10 +879,24 @@ static uint16_t (*blocks_ref(uint16_t (*blocks)[OWNER_SET]))[OWNER_SET]
 	return blocks;
 }
 
+/* The owner blocks <src> or <also> (each NULL accepted) holds over the <n> owners <own>, one
+ * reference more held, or NULL. */
+static uint16_t (*blocks_take(const struct hashlb_table *src, const struct hashlb_table *also,
+			      const uint16_t *own, uint32_t n))[OWNER_SET]
+{
+	uint16_t(*b)[OWNER_SET] = src ? blocks_over(src, own, n) : NULL;
+
+	if (!b && also)
+		b = blocks_over(also, own, n);
+	return blocks_ref(b);
+}
+
 /* Build the effective table from the full one and t->down; <src> (NULL for a build) is the
  * table <t> is made from, whose owner blocks <t> holds too where they are over the same array
- * (its effective entries, or its full ones that a table with backends down keeps them over). */
-static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src)
+ * (its effective entries, or its full ones that a table with backends down keeps them over),
+ * as it does <also>'s (NULL accepted: hashlb_table_with_down_from()). */
+static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src,
+			 const struct hashlb_table *also)
 {
 	int ret = 0;
 
@@ -917,13 +931,13 @@ static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src)
 		uint32_t n, full_n;
 		const uint16_t *own = table_owners(t, &n), *full = table_full_owners(t, &full_n);
 
-		t->blocks = blocks_ref(src ? blocks_over(src, own, n) : NULL);
+		t->blocks = blocks_take(src, also, own, n);
 		if (!t->blocks && (ret = owner_blocks_build(own, n, &t->blocks)) < 0)
 			return ret;
 		/* with backends down, the blocks over the full entries too where <src> holds
 		 * them: the table with them back up takes them rather than builds them */
 		if (own != full)
-			t->full_blocks = blocks_ref(src ? blocks_over(src, full, full_n) : NULL);
+			t->full_blocks = blocks_take(src, also, full, full_n);
 	}
 	t->bytes = table_base_bytes(t->n, 0) + table_bytes_refcounted(t);
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)
@@ -942,13 +956,14 @@ uint64_t hashlb_table_builds(void)
 }
 
 /* The last step of every build: the overlay over <t>'s full table if <ret>
- * is 0 (<src>: apply_overlay()'s), then <t> in <ret_table> (counted); or <t> freed and the
- * error. */
-static int table_finish(struct hashlb_table *t, const struct hashlb_table *src, int ret,
-			struct hashlb_table **ret_table, struct hashlb_error *err)
+ * is 0 (<src>, <also>: apply_overlay()'s), then <t> in <ret_table> (counted); or <t> freed and
+ * the error. */
+static int table_finish(struct hashlb_table *t, const struct hashlb_table *src,
+			const struct hashlb_table *also, int ret, struct hashlb_table **ret_table,
+			struct hashlb_error *err)
 {
 	if (ret == 0)
-		ret = apply_overlay(t, src);
+		ret = apply_overlay(t, src, also);
 	if (ret < 0) {
 		hashlb_table_free(t);
 		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
@@ -985,7 +1000,7 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 		ret = ring_build(&t->full_ring, prm.ring_v, prm.seed, t->names, t->weights,
 				 t->order, t->n, weight_sum * prm.ring_v);
 	}
-	return table_finish(t, NULL, ret, ret_table, err);
+	return table_finish(t, NULL, NULL, ret, ret_table, err);
 }
 
 int hashlb_table_check(const struct hashlb_table_params *p,
@@ -1025,28 +1040,36 @@ int hashlb_table_check(const struct hashlb_table_params *p,
  * down that takes turns) t's own survivors' table, populated or copied from base's kept.
  * Three slot arrays at most: the full, the effective and the kept one.
  */
-static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *base)
+static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *base,
+			     const struct hashlb_table *also)
 {
 	bool same = same_turns(t, base->down, t->down);
 	bool base_out = base->slots != base->full_slots;
 	bool kept_match = base->kept_slots && same_turns(t, kept_key(base), t->down);
+	/* <also>'s effective table is t's own: the same full table, the same turns */
+	bool also_same = also && also->n == t->n && also->full_slots == t->full_slots &&
+			 same_turns(t, also->down, t->down);
 	uint16_t *surv;
 	uint32_t present;
 	uint64_t fp;
 	int ret;
 
-	/* an effective table of base's of t's turns over the same full table is t's own */
+	/* an effective table of base's of t's turns over the same full table is t's own; so is
+	 * <also>'s where base's kept table would give it by a merge (no survivors to keep) */
 	surv = NULL;
 	if (same)
 		t->slots = slots_ref(base->slots);
 	else if (kept_match && !base->kept_survivors)
 		t->slots = slots_ref(base->kept_slots);
+	else if (kept_match && also_same)
+		t->slots = slots_ref(also->slots);
 	else if ((ret = maglev_effective(t, kept_match ? base->kept_slots : NULL, &surv)) < 0)
 		return ret;
 	/* the effective table of those turns over the same full table: base's, or the one its
-	 * kept table gives */
+	 * kept table gives, or <also>'s */
 	if ((same && fingerprint_of(base, base->down, &fp, &present)) ||
-	    (kept_match && fingerprint_of(base, kept_key(base), &fp, &present)))
+	    (kept_match && fingerprint_of(base, kept_key(base), &fp, &present)) ||
+	    (also_same && fingerprint_of(also, also->down, &fp, &present)))
 		fingerprint_set(t, fp, present);
 	if (same) { /* base's own outage's survivors are t's own */
 		if (base->kept_down)
@@ -1073,6 +1096,13 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 			   struct hashlb_table **ret_table, struct hashlb_error *err)
 {
+	return hashlb_table_with_down_from(base, down, NULL, ret_table, err);
+}
+
+int hashlb_table_with_down_from(const struct hashlb_table *base, const bool *down,
+				const struct hashlb_table *also, struct hashlb_table **ret_table,
+				struct hashlb_error *err)
+{
 	struct hashlb_backend_spec *specs;
 	struct hashlb_table *t;
 	int ret;
@@ -1093,12 +1123,12 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 	if (base->params.scheme == HASHLB_SCHEME_MAGLEV) {
 		/* the same full table: base's array, shared (nor is it written again) */
 		t->full_slots = slots_ref(base->full_slots);
-		ret = maglev_carry_kept(t, base);
+		ret = maglev_carry_kept(t, base, also);
 	} else {
 		/* the same full ring: base's points, shared */
 		ring_share(&t->full_ring, &base->full_ring);
 	}
-	return table_finish(t, base, ret, ret_table, err);
+	return table_finish(t, base, also, ret, ret_table, err);
 }
 
 /*
@@ -1378,7 +1408,7 @@ int hashlb_table_rebuild(const struct hashlb_table *prev,
 	free(by_name);
 	free(remap);
 	free(fresh);
-	return table_finish(t, prev, ret, ret_table, err);
+	return table_finish(t, prev, NULL, ret, ret_table, err);
 }
 
 uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash)

@@ -403,9 +403,10 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 }
 
 /* <s>'s table with the backends <more> says down as well, in <ret_table>, if one of them is up
- * in it: one of <s>'s own, counted as such. */
+ * in it: one of <s>'s own, counted as such; holding <also>'s owner blocks (NULL accepted) where
+ * its slots are the array they are over (hashlb_table_with_down_from()). */
 static void table_with_more_down(struct hlb_snapshot *s, const bool *more,
-				 struct hashlb_table **ret_table)
+				 const struct hashlb_table *also, struct hashlb_table **ret_table)
 {
 	bool *down, any = false;
 
@@ -419,24 +420,25 @@ static void table_with_more_down(struct hlb_snapshot *s, const bool *more,
 		any |= more[j] && !down[j];
 		down[j] |= more[j];
 	}
-	if (any && hashlb_table_with_down(s->table, down, ret_table, NULL) == 0)
+	if (any && hashlb_table_with_down_from(s->table, down, also, ret_table, NULL) == 0)
 		snapshot_count_table(s, *ret_table);
 	free(down);
 }
 
 void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing)
 {
-	table_with_more_down(s, failing, &s->retry_table);
+	table_with_more_down(s, failing, NULL, &s->retry_table);
 }
 
 void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_ramping)
 {
-	table_with_more_down(s, failing_or_ramping, &s->retry_ramp_table);
+	table_with_more_down(s, failing_or_ramping, NULL, &s->retry_ramp_table);
 }
 
-void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping)
+void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping,
+			   const struct hlb_snapshot *prev)
 {
-	table_with_more_down(s, ramping, &s->ramp_table);
+	table_with_more_down(s, ramping, prev ? prev->ramp_table : NULL, &s->ramp_table);
 }
 
 void hlb_snapshot_free(struct hlb_snapshot *s)

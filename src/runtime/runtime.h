@@ -536,8 +536,14 @@ void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_
  * preference list, which on a ring is where it was while that backend was
  * out, and on Maglev mostly another (it would move twice: there, then back).
  * Nothing is changed if none of them is in the table or it cannot be built.
+ * <prev> (NULL accepted; only read, alive for the call) is the snapshot <s>
+ * replaces: where the new ramp table's slots are its ramp table's (the same
+ * backends down, the table kept: each snapshot while a backend ramps), the
+ * owner blocks over them (weights more than 16 times apart) are shared, not
+ * built again (a pass over M slots).
  */
-void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping);
+void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping,
+			   const struct hlb_snapshot *prev);
 
 /*
  * A snapshot for service config <cfg> over <backends> (cfg->n_backends of

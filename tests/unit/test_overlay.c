@@ -757,6 +757,53 @@ static void test_owner_blocks_back_up(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * Weights more than 16 times apart, a backend in slow start: each snapshot's ramp table (it
+ * down) has the effective slots the survivors' table of its outage (which the table back up
+ * keeps) gives by a merge, and owner blocks over them, each a pass over M slots. Made with
+ * hashlb_table_with_down_from() from the previous snapshot's ramp table, it shares that
+ * table's slots and blocks rather than make them again; without it, neither. Its preference
+ * lists and fingerprint are the build's, after the tables it shares with are freed (ASan
+ * builds check that nothing freed is read).
+ */
+static void test_owner_blocks_ramp(void **state)
+{
+	const uint32_t m = 65537, blocks = ((m >> 6) + 1 + (m >> 12) + 1) * 4 * 2;
+	struct test_backends b;
+	struct hashlb_table *up, *down, *back, *ramp, *next, *next_ramp, *copy, *built;
+	bool off[5] = { false, false, true, false, false }, none[5] = { false };
+	struct hashlb_error err;
+	uint64_t ks = 9;
+
+	test_backends_init(&b, 5, "rp-");
+	b.spec[0].weight = 200;
+	up = test_build(HASHLB_SCHEME_MAGLEV, m, 13, b.spec, 5);
+	down = with_down(up, off);
+	back = with_down(down, none);
+	ramp = with_down(back, off);
+	hashlb_table_free(up);
+	hashlb_table_free(down);
+	next = with_down(back, none); /* the next snapshot, the backend still ramping */
+	/* without the previous ramp table: the full slots, the kept survivors, the full blocks */
+	copy = with_down(next, off);
+	assert_int_equal(hashlb_table_bytes_shared(copy, ramp), 2 * 2 * m + blocks);
+	hashlb_table_free(copy);
+	assert_int_equal(hashlb_table_with_down_from(next, off, ramp, &next_ramp, &err), 0);
+	/* with it: its effective slots and the blocks over them too */
+	assert_int_equal(hashlb_table_bytes_shared(next_ramp, ramp), 3 * 2 * m + 2 * blocks);
+	assert_int_equal(hashlb_table_bytes(next_ramp), hashlb_table_bytes(ramp));
+	hashlb_table_free(back);
+	hashlb_table_free(ramp);
+	hashlb_table_free(next);
+	b.spec[2].down = true;
+	built = test_build(HASHLB_SCHEME_MAGLEV, m, 13, b.spec, 5);
+	assert_int_equal(hashlb_table_fingerprint(next_ramp), hashlb_table_fingerprint(built));
+	assert_same_preferences(next_ramp, built, &ks);
+	hashlb_table_free(next_ramp);
+	hashlb_table_free(built);
+	test_backends_free(&b);
+}
+
 /* <t>'s effective slots, fingerprint and bytes are those of the Maglev build of <spec> (<n>). */
 static void same_as_build(const struct hashlb_table *t, uint32_t m, uint64_t seed,
 			  const struct hashlb_backend_spec *spec, size_t n)
@@ -1532,6 +1579,7 @@ int main(void)
 		cmocka_unit_test(test_ring_with_down_shares_full_ring),
 		cmocka_unit_test(test_owner_blocks_shared),
 		cmocka_unit_test(test_owner_blocks_back_up),
+		cmocka_unit_test(test_owner_blocks_ramp),
 		cmocka_unit_test(test_flap_down_again_copies),
 		cmocka_unit_test(test_reload_keeps_flap_spare),
 		cmocka_unit_test(test_flap_beside_a_down_copies),

@@ -195,7 +195,7 @@ static void test_snapshot_tables_bytes(void **state)
 	atomic_store(&f.b[1]->healthy, false);
 	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s2, NULL), 0);
 	hlb_snapshot_add_retry(s2, failing);
-	hlb_snapshot_add_ramp(s2, ramping);
+	hlb_snapshot_add_ramp(s2, ramping, NULL);
 	assert_non_null(s2->retry_table);
 	assert_non_null(s2->ramp_table);
 	/* the retry and ramp tables share the table's full slots and keep its effective ones (the
@@ -288,7 +288,7 @@ static void test_return_keeps_the_outage_table(void **state)
 	atomic_store(&f.b[1]->healthy, true); /* back, ramping */
 	populations = 0;
 	assert_int_equal(hlb_snapshot_refresh(s2, &f.sc, 3, &s3, NULL), 0);
-	hlb_snapshot_add_ramp(s3, ramping);
+	hlb_snapshot_add_ramp(s3, ramping, s2);
 	assert_non_null(s3->ramp_table);
 	assert_int_equal(hashlb_table_fingerprint(s3->ramp_table), s2->fingerprint);
 	if (populations)
