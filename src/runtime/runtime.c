@@ -216,6 +216,7 @@ static void snapshot_count_table(struct hlb_snapshot *s, const struct hashlb_tab
 		     (t != s->table ? hashlb_table_bytes_shared(t, s->table) : 0);
 
 	s->tables_bytes += n;
+	s->tables_counted = true;
 	atomic_fetch_add_explicit(&tables_held, hashlb_table_account(t), memory_order_relaxed);
 }
 
@@ -223,7 +224,7 @@ static void snapshot_count_table(struct hlb_snapshot *s, const struct hashlb_tab
  * snapshot_count_table() counted it. */
 static void snapshot_free_table(struct hlb_snapshot *s, struct hashlb_table *t)
 {
-	if (t && s->tables_bytes)
+	if (t && s->tables_counted)
 		atomic_fetch_sub_explicit(&tables_held, hashlb_table_unaccount(t),
 					  memory_order_relaxed);
 	hashlb_table_free(t);

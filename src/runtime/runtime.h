@@ -457,6 +457,9 @@ struct hlb_snapshot {
 	struct hashlb_prefix_set *allow_clients; /* owned: NULL = every client */
 	struct hashlb_prefix_set *deny_clients; /* owned: NULL = none */
 	bool log_connections; /* one log line per connection when it ends */
+	/* its tables count in hlb_snapshot_tables_bytes() (snapshot_finish() on): those freed
+	 * leave it */
+	bool tables_counted;
 	/*
 	 * Maglev: the table with the backends that fail connects but are not
 	 * yet down marked down too (hlb_snapshot_add_retry()): a client retried
