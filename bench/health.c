@@ -107,6 +107,53 @@ static double skewed_back_up_ms(const struct hashlb_table_params *p,
 	return ms;
 }
 
+/*
+ * Backend-0 in slow start with <b>'s weights (<n>, with <p>): the ramp table of the next snapshot
+ * (it down, from the table back up made from the one of its outage), each rep made without
+ * (*<ret_old>) and with (*<ret_new>) the previous snapshot's ramp table
+ * (hashlb_table_with_down_from()), alternated; medians. And backend-0 down again (a flap) from
+ * the table back up, in *<ret_again>.
+ */
+static void skewed_ramp_ms(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
+			   uint32_t n, int reps, double *ret_old, double *ret_new,
+			   double *ret_again)
+{
+	struct hashlb_table *up, *down, *back, *ramp;
+	bool *off = calloc(n, sizeof(*off)), *none = calloc(n, sizeof(*none));
+	double t_old[16], t_new[16];
+
+	if (!off || !none || hashlb_table_build(p, b, n, &up, NULL) < 0)
+		abort();
+	off[0] = true;
+	if (hashlb_table_with_down(up, off, &down, NULL) < 0 ||
+	    hashlb_table_with_down(down, none, &back, NULL) < 0 ||
+	    hashlb_table_with_down(back, off, &ramp, NULL) < 0)
+		abort();
+	hashlb_table_free(up);
+	hashlb_table_free(down);
+	for (int i = 0; i < reps; i++) {
+		struct hashlb_table *t;
+		uint64_t t0 = bench_now_ns();
+
+		if (hashlb_table_with_down(back, off, &t, NULL) < 0)
+			abort();
+		t_old[i] = (double)(bench_now_ns() - t0) / 1e6;
+		hashlb_table_free(t);
+		t0 = bench_now_ns();
+		if (hashlb_table_with_down_from(back, off, ramp, &t, NULL) < 0)
+			abort();
+		t_new[i] = (double)(bench_now_ns() - t0) / 1e6;
+		hashlb_table_free(t);
+	}
+	*ret_old = bench_median(t_old, (size_t)reps);
+	*ret_new = bench_median(t_new, (size_t)reps);
+	*ret_again = health_ms(p, b, n, back, off, reps);
+	hashlb_table_free(ramp);
+	hashlb_table_free(back);
+	free(off);
+	free(none);
+}
+
 int bench_health(const struct bench_opts *o)
 {
 	static const char *const cols[] = { "M",
@@ -130,6 +177,9 @@ int bench_health(const struct bench_opts *o)
 					    "skewed: reload, its down kept: MiB its own",
 					    "skewed: back up ms",
 					    "skewed: back up / its build",
+					    "skewed: ramp step, old ms",
+					    "skewed: ramp step, new ms",
+					    "skewed: down again ms",
 					    "beside a down ms",
 					    "beside a down / build",
 					    "back beside it ms",
@@ -157,29 +207,34 @@ int bench_health(const struct bench_opts *o)
 		b[i].weight = 1;
 	}
 	report_begin(&r, o->format, stdout, o->command);
-	report_note(&r,
-		    "A Maglev service of N equal backends: the control thread's CPU ms (median "
-		    "of runs) for the full build (hashlb_table_build), a backend going down "
-		    "(hashlb_table_with_down from the table with all up), the same from a "
-		    "table with that backend down already (again: a retry table's, when the "
-		    "backend is declared down), coming back (from that one), and going down "
-		    "again (from the table it came back in: a flap), and the same after a reload "
-		    "that reverses the config's order (from the table hashlb_table_rebuild gives "
-		    "it), and a flap beside a backend down for good (backend-1, as an idle backup "
-		    "is): backend-0 down again from the table it came back in, and its return, "
-		    "after the first of each; and a reload that leaves the backends as they are "
-		    "(an address changed) while backend-0 is down, from the table of its outage, "
-		    "with the MiB of slots the reloaded table holds that the previous one does not "
-		    "(hashlb_table_bytes less hashlb_table_bytes_shared), and that reload with "
-		    "backend-1 at weight 100 (weights more than 16 times apart: the preference "
-		    "lists' owner blocks too), and backend-0 back up with those weights (from "
-		    "the table of its outage made from the one with all up). Then, over %u client "
-		    "keys (src-ip) of the backend that goes down: how many land on the "
-		    "preference list's next of the table with all up (where a connect retried "
-		    "before the verdict goes), and on the backend a table built without it "
-		    "gives; and the keys of the others that such a build would move (the "
-		    "overlay moves none).",
-		    HEALTH_KEYS);
+	report_note(
+		&r,
+		"A Maglev service of N equal backends: the control thread's CPU ms (median "
+		"of runs) for the full build (hashlb_table_build), a backend going down "
+		"(hashlb_table_with_down from the table with all up), the same from a "
+		"table with that backend down already (again: a retry table's, when the "
+		"backend is declared down), coming back (from that one), and going down "
+		"again (from the table it came back in: a flap), and the same after a reload "
+		"that reverses the config's order (from the table hashlb_table_rebuild gives "
+		"it), and a flap beside a backend down for good (backend-1, as an idle backup "
+		"is): backend-0 down again from the table it came back in, and its return, "
+		"after the first of each; and a reload that leaves the backends as they are "
+		"(an address changed) while backend-0 is down, from the table of its outage, "
+		"with the MiB of slots the reloaded table holds that the previous one does not "
+		"(hashlb_table_bytes less hashlb_table_bytes_shared), and that reload with "
+		"backend-1 at weight 100 (weights more than 16 times apart: the preference "
+		"lists' owner blocks too), and backend-0 back up with those weights (from "
+		"the table of its outage made from the one with all up), a step of its slow start "
+		"with those weights (the next snapshot's ramp table, it down, from the table "
+		"back up: old without the previous ramp table, new made from it too, "
+		"hashlb_table_with_down_from, alternated) and its down again from the table "
+		"back up. Then, over %u client "
+		"keys (src-ip) of the backend that goes down: how many land on the "
+		"preference list's next of the table with all up (where a connect retried "
+		"before the verdict goes), and on the backend a table built without it "
+		"gives; and the keys of the others that such a build would move (the "
+		"overlay moves none).",
+		HEALTH_KEYS);
 	report_table(&r, "health", "Maglev: a health change against the full build", cols);
 	for (size_t c = 0; c < n_cases; c++) {
 		uint32_t m = cases[c].m, n = cases[c].n, mine = 0, next = 0, same = 0, others = 0;
@@ -190,7 +245,7 @@ int bench_health(const struct bench_opts *o)
 					   *kept = calloc(n, sizeof(*kept));
 		bool *down = calloc(n, sizeof(*down));
 		double build, gone, again, back, flap, after_reload, beside, back_beside, reload;
-		double reload_skewed, build_skewed, back_skewed;
+		double reload_skewed, build_skewed, back_skewed, ramp_old, ramp_new, again_skewed;
 		size_t reload_own = 0, skewed_own = 0;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
@@ -217,6 +272,8 @@ int bench_health(const struct bench_opts *o)
 		 * (as a health change makes it) */
 		kept[0].down = false;
 		back_skewed = skewed_back_up_ms(&p, kept, n, reps);
+		/* and a step of its slow start, and its down again */
+		skewed_ramp_ms(&p, kept, n, reps, &ramp_old, &ramp_new, &again_skewed);
 		kept[1].weight = b[1].weight;
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
@@ -285,6 +342,9 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.1f", (double)skewed_own / (1 << 20));
 		report_num(&r, "%.2f", back_skewed);
 		report_num(&r, "%.3f", back_skewed / build_skewed);
+		report_num(&r, "%.2f", ramp_old);
+		report_num(&r, "%.3f", ramp_new);
+		report_num(&r, "%.2f", again_skewed);
 		report_num(&r, "%.2f", beside);
 		report_num(&r, "%.3f", beside / build);
 		report_num(&r, "%.2f", back_beside);
