@@ -1218,13 +1218,16 @@ def an_upgrade_pre_check_keeps_the_run_time_weights_alone():
     the line: a hashlb of many backends in slow start, or down, sends one for each): 300,000
     lines of backends down, then the weight that passes table_memory, read with 128 MiB of
     address space, still refuse the upgrade up front. Before, ctl kept them all, ran out of
-    memory part way, and checked the lines read so far: the upgrade was sent."""
-    if asan_build() or tsan_build():
-        raise Skip("a sanitizer's shadow memory takes no RLIMIT_AS")
+    memory part way, and checked the lines read so far: the upgrade was sent. A sanitizer's
+    shadow memory takes no RLIMIT_AS: there the 300,000 lines are read unlimited, the refusal
+    checked, and the bound is the plain build's run of this test (CI runs both; a skip here
+    counted as a failure)."""
     import resource
+    bounded = not (asan_build() or tsan_build())
 
     def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (128 << 20, 128 << 20))
+        if bounded:
+            resource.setrlimit(resource.RLIMIT_AS, (128 << 20, 128 << 20))
 
     body = "".join(f"set t b{i} admin=ready/ready weight=1/1 max_connections=0/0 health=down\n"
                    for i in range(300000))
