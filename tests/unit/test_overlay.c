@@ -1501,12 +1501,15 @@ static void chain_step(struct chain_cfg *c, uint64_t *rs, bool reload, uint32_t 
  * every table is the build of its config, however its slot arrays or points are shared with
  * the tables before it and whichever of them was freed first (ASan builds check that none
  * is read after its free), its fingerprint and backends present too, which a shared Maglev
- * array keeps for every table that holds it.
+ * array keeps for every table that holds it. <also>: each health change is
+ * hashlb_table_with_down_from() given another table alive too (any: of another config, down
+ * set or full table), and <skewed> one backend weighs 40 (owner blocks); returns how many
+ * Maglev tables took their effective slots from that other table rather than made them.
  */
-static void test_random_chains_equal_builds(void **state)
+static uint32_t random_chains(bool also, bool skewed)
 {
-	uint32_t names = 0;
-	uint64_t rs = 1;
+	uint32_t names = 0, took = 0;
+	uint64_t rs = 1 + also + 2 * skewed;
 
 	for (size_t s = 0; s < 2; s++) {
 		uint32_t param = schemes[s] == HASHLB_SCHEME_MAGLEV ? 251 : 4;
@@ -1519,20 +1522,25 @@ static void test_random_chains_equal_builds(void **state)
 			c.n = 2 + (uint32_t)(test_next_key(&rs) % 4);
 			for (uint32_t i = 0; i < c.n; i++) {
 				snprintf(c.names[i], sizeof(c.names[0]), "c-%u", names++);
-				c.w[i] = 1 + (uint32_t)(test_next_key(&rs) % 3);
+				c.w[i] = skewed && i == 0 ? 40
+							  : 1 + (uint32_t)(test_next_key(&rs) % 3);
 			}
 			chain_specs(&c, b);
 			live[0] = test_build(schemes[s], param, 9, b, c.n);
 			cfg[0] = c;
 			for (int step = 0; step < 40; step++) {
 				uint32_t from = (uint32_t)(test_next_key(&rs) % CHAIN_LIVE), to;
+				uint32_t other = (uint32_t)(test_next_key(&rs) % CHAIN_LIVE);
 				bool reload = test_next_key(&rs) % 3 == 0;
 				struct hashlb_table *t = NULL;
+				struct hashlb_table_view v, vb, vo;
 				uint32_t w = 0;
 				int r;
 
 				while (!live[from])
 					from = (from + 1) % CHAIN_LIVE;
+				while (!live[other])
+					other = (other + 1) % CHAIN_LIVE;
 				c = cfg[from];
 				chain_step(&c, &rs, reload, &names);
 				for (uint32_t i = 0; i < c.n; i++)
@@ -1540,10 +1548,20 @@ static void test_random_chains_equal_builds(void **state)
 				if (!w) /* no table: refused */
 					continue;
 				chain_specs(&c, b);
-				r = reload ? hashlb_table_rebuild(live[from], b, c.n, &t, NULL)
-					   : hashlb_table_with_down(live[from], c.down, &t, NULL);
+				if (reload)
+					r = hashlb_table_rebuild(live[from], b, c.n, &t, NULL);
+				else if (also)
+					r = hashlb_table_with_down_from(live[from], c.down,
+									live[other], &t, NULL);
+				else
+					r = hashlb_table_with_down(live[from], c.down, &t, NULL);
 				assert_int_equal(r, 0);
 				chain_check(t, &c, schemes[s], param, live[from]);
+				hashlb_table_view(t, &v);
+				hashlb_table_view(live[from], &vb);
+				hashlb_table_view(live[other], &vo);
+				took += !reload && also && v.slots && v.slots == vo.slots &&
+					v.slots != vb.slots;
 				/* the one it came from as often as another */
 				to = test_next_key(&rs) % 2
 					     ? from
@@ -1560,6 +1578,24 @@ static void test_random_chains_equal_builds(void **state)
 				hashlb_table_free(live[i]);
 		}
 	}
+	return took;
+}
+
+static void test_random_chains_equal_builds(void **state)
+{
+	random_chains(false, false);
+}
+
+/*
+ * hashlb_table_with_down_from() given any other table alive (a ramp table made from the
+ * previous snapshot's, whatever changed between them: weights, backends, a reload, health),
+ * equal and skewed weights, both schemes: every table is still the build of its config,
+ * and some take the other table's effective slots (else this tests nothing of it).
+ */
+static void test_random_chains_from_equal_builds(void **state)
+{
+	assert_true(random_chains(true, false) > 0);
+	assert_true(random_chains(true, true) > 0);
 }
 
 int main(void)
@@ -1587,6 +1623,7 @@ int main(void)
 		cmocka_unit_test(test_reload_mid_flap_keeps_its_return),
 		cmocka_unit_test(test_two_flappers_return_minimally),
 		cmocka_unit_test(test_random_chains_equal_builds),
+		cmocka_unit_test(test_random_chains_from_equal_builds),
 	};
 
 	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);
