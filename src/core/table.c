@@ -894,7 +894,8 @@ static uint16_t (*blocks_take(const struct hashlb_table *src, const struct hashl
 /* Build the effective table from the full one and t->down; <src> (NULL for a build) is the
  * table <t> is made from, whose owner blocks <t> holds too where they are over the same array
  * (its effective entries, or its full ones that a table with backends down keeps them over),
- * as it does <also>'s (NULL accepted: hashlb_table_with_down_from()). */
+ * as it does <also>'s over its effective entries (NULL accepted:
+ * hashlb_table_with_down_from()). */
 static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src,
 			 const struct hashlb_table *also)
 {
@@ -935,9 +936,11 @@ static int apply_overlay(struct hashlb_table *t, const struct hashlb_table *src,
 		if (!t->blocks && (ret = owner_blocks_build(own, n, &t->blocks)) < 0)
 			return ret;
 		/* with backends down, the blocks over the full entries too where <src> holds
-		 * them: the table with them back up takes them rather than builds them */
+		 * them: the table with them back up takes them rather than builds them. Not
+		 * <also>'s: a table made without it would not hold them, and <t> would keep
+		 * them alive past <also> (its bytes, table_memory, more than the same table's) */
 		if (own != full)
-			t->full_blocks = blocks_take(src, also, full, full_n);
+			t->full_blocks = blocks_take(src, NULL, full, full_n);
 	}
 	t->bytes = table_base_bytes(t->n, 0) + table_bytes_refcounted(t);
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)

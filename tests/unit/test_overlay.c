@@ -1495,6 +1495,16 @@ static void chain_step(struct chain_cfg *c, uint64_t *rs, bool reload, uint32_t 
 			c->down[i] = !c->down[i];
 }
 
+/* The bytes of hashlb_table_with_down(<base>, <down>). */
+static size_t with_down_bytes(const struct hashlb_table *base, const bool *down)
+{
+	struct hashlb_table *t = with_down(base, down);
+	size_t n = hashlb_table_bytes(t);
+
+	hashlb_table_free(t);
+	return n;
+}
+
 /*
  * Chains of health changes and reloads (hashlb_table_with_down(), hashlb_table_rebuild()),
  * each from one of a few tables alive, each freeing another (the one it came from, often):
@@ -1503,8 +1513,10 @@ static void chain_step(struct chain_cfg *c, uint64_t *rs, bool reload, uint32_t 
  * is read after its free), its fingerprint and backends present too, which a shared Maglev
  * array keeps for every table that holds it. <also>: each health change is
  * hashlb_table_with_down_from() given another table alive too (any: of another config, down
- * set or full table), and <skewed> one backend weighs 40 (owner blocks); returns how many
- * Maglev tables took their effective slots from that other table rather than made them.
+ * set or full table), each of the bytes the table made without it has (the same arrays,
+ * shared or not: no more kept alive), and <skewed> one backend weighs 40 (owner blocks);
+ * returns how many Maglev tables took their effective slots from that other table rather
+ * than made them.
  */
 static uint32_t random_chains(bool also, bool skewed)
 {
@@ -1556,6 +1568,9 @@ static uint32_t random_chains(bool also, bool skewed)
 				else
 					r = hashlb_table_with_down(live[from], c.down, &t, NULL);
 				assert_int_equal(r, 0);
+				if (!reload && also) /* no more bytes than without <also> */
+					assert_int_equal(hashlb_table_bytes(t),
+							 with_down_bytes(live[from], c.down));
 				chain_check(t, &c, schemes[s], param, live[from]);
 				hashlb_table_view(t, &v);
 				hashlb_table_view(live[from], &vb);
