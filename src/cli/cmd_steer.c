@@ -882,8 +882,8 @@ static const struct hashlb_service_cfg *config_service(const struct hashlb_confi
 	return found;
 }
 
-/* a->iface for --stats or --detach -c FILE without -i or --service: the interface of FILE's services
- * with steering: kernel, if they have one; else -EINVAL (printed). */
+/* a->iface for --stats or --detach -c FILE without -i or --service: the interface of FILE's
+ * services with steering: kernel, if they have one; else -EINVAL (printed). */
 static int config_iface(struct steer_args *a)
 {
 	const struct hashlb_config *c = a->config;

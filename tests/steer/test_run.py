@@ -273,9 +273,10 @@ def manual_update(topo, servers):
     went through: b3, down, got 7 of 20 new clients, refused. --detach is refused too (before,
     it detached the program and the daemon went on publishing into maps no program read:
     every client through the daemon); both refusals name the daemon's pid (before, --update's
-    did not), and so does a second attach's, which offered --update and --detach. Once the daemon is killed (SIGKILL: the program an orphan), an --update names
-    its table as its own: none without -c FILE (before, the dead daemon's service's name stayed,
-    and --stats named it), FILE's service with; and --detach detaches it."""
+    did not), and so does a second attach's, which offered --update and --detach. Once the
+    daemon is killed (SIGKILL: the program an orphan), an --update names its table as its own:
+    none without -c FILE (before, the dead daemon's service's name stayed, and --stats named
+    it), FILE's service with; and --detach detaches it."""
     d = Daemon(topo, service(topo)).start()
     try:
         check(d.wait_log("kernel steering table published", 15) is not None,
