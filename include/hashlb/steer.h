@@ -229,21 +229,35 @@ void hashlb_steer_free(struct hashlb_steer *s);
 int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_steer **ret_steer,
 		       struct hashlb_error *err);
 /*
- * Replace <s>'s program, one of a single table (loaded by this process, or
- * found: taken over), by one of <o>->tables tables (2 or more) of <o>'s
- * capacities (no smaller than <s>'s), at once and in its place: the new
- * program shares its VIPs, its conntrack table (and its seed) and its
- * counters, and table 0 (both halves, its backend slots) is copied into it,
- * so every established flow keeps its backend and no packet finds no
- * program. <s> then drives the new one (its other tables empty, for
- * hashlb_steer_share()). It holds the publication lock from the copy to the
- * swap: -EAGAIN or -ETIMEDOUT as a publication while another holds it
- * (hashlb_steer_set_lock_try()). On failure (-EOPNOTSUPP for a program of
- * several tables, or an older hashlb's) <s>'s program serves on as it was.
- * Returns 0 or -errno with <err> filled.
+ * Replace <s>'s program by one of <o>->tables tables (no fewer than it has) of
+ * <o>'s capacities (max_backends, max_maglev_m, max_ring_points: each no
+ * smaller than <s>'s is kept), at once and in its place: a program of one
+ * table to one of several (a reload adds a second service on the interface),
+ * or one whose table outgrew its sizes (a reload, a resolve_every, a weight
+ * set). The new program shares its VIPs, its conntrack table (and its seed)
+ * and its counters, and every table (both halves, its backend slots, its
+ * counters and name) is copied into it, so every established flow keeps its
+ * backend and no packet finds no program. <s> then drives the new one (its
+ * new tables empty, for hashlb_steer_share()); the other handles of its
+ * tables are moved to it by hashlb_steer_rebind(). It holds the publication
+ * lock from the copy to the swap: -EAGAIN or -ETIMEDOUT as a publication
+ * while another holds it (hashlb_steer_set_lock_try()). On failure
+ * (-EOPNOTSUPP for nothing to grow, an older hashlb's program, or a program
+ * of several tables whose backends would grow: its conntrack entries name a
+ * backend's slot by table t's first, t * backends_cap; -E2BIG past the
+ * caps) <s>'s program serves on as it was. Returns 0 or -errno with <err>
+ * filled.
  */
 int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err);
+/*
+ * Make <h>, a handle of a table of the program <s> replaced (hashlb_steer_share()'s, or one
+ * found), publish that table into <s>'s program: its maps, capacities and program. Its
+ * copies of the old halves are forgotten. 0 or -errno with <err> (-EINVAL: <h> loaded a
+ * program, or is of another interface, or its table is not one of <s>'s).
+ */
+int hashlb_steer_rebind(struct hashlb_steer *h, const struct hashlb_steer *s,
+			struct hashlb_error *err);
 /* The tables <s>'s program holds (hashlb_steer_opts.tables; 1 for one an
  * older hashlb loaded). */
 uint32_t hashlb_steer_tables(const struct hashlb_steer *s);

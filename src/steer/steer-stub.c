@@ -102,6 +102,14 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+int hashlb_steer_rebind(struct hashlb_steer *h, const struct hashlb_steer *s,
+			struct hashlb_error *err)
+{
+	(void)h;
+	(void)s;
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
 uint32_t hashlb_steer_tables(const struct hashlb_steer *s)
 {
 	return 1;

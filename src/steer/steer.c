@@ -2565,11 +2565,13 @@ static int map_copy(int from, uint32_t from_first, int to, uint32_t to_first, ui
 }
 
 /*
- * Table 0 of <s>'s program, both halves and its backend slots, into <g>'s
- * (capacities no smaller): at the same indices within each half, so the
- * slots its conntrack entries name are the same. 0 or -errno.
+ * Every table of <s>'s program, both halves and its backend slots, into
+ * <g>'s (capacities no smaller, tables no fewer): at the same indices within
+ * each half, so the slots its conntrack entries name are the same (table t's
+ * at t * backends_cap: the same for t > 0 only if that is, hashlb_steer_grow()
+ * asks), with their names. 0 or -errno.
  */
-static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *g)
+static int tables_copy(const struct hashlb_steer *s, const struct hashlb_steer *g)
 {
 	const struct {
 		int m;
@@ -2581,14 +2583,40 @@ static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *
 		{ M_POINTS, s->points_cap, g->points_cap, sizeof(struct hlb_steer_ring_point) },
 		{ M_BUCKETS, s->buckets_cap, g->buckets_cap, sizeof(uint32_t) },
 	};
-	int ret = map_copy(s->fd[M_BSLOTS], 0, g->fd[M_BSLOTS], 0, s->backends_cap,
-			   sizeof(struct hlb_steer_backend));
+	int ret = 0;
 
-	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-		for (uint32_t h = 0; h < 2 && ret == 0; h++)
-			ret = map_copy(s->fd[arrays[i].m], h * arrays[i].from_cap,
-				       g->fd[arrays[i].m], h * arrays[i].to_cap, arrays[i].from_cap,
-				       arrays[i].size);
+	for (uint32_t t = 0; t < s->tables && ret == 0; t++) {
+		ret = map_copy(s->fd[M_BSLOTS], t * s->backends_cap, g->fd[M_BSLOTS],
+			       t * g->backends_cap, s->backends_cap,
+			       sizeof(struct hlb_steer_backend));
+		for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+			for (uint32_t h = 2 * t; h < 2 * t + 2 && ret == 0; h++)
+				ret = map_copy(s->fd[arrays[i].m], h * arrays[i].from_cap,
+					       g->fd[arrays[i].m], h * arrays[i].to_cap,
+					       arrays[i].from_cap, arrays[i].size);
+	}
+	if (ret == 0 && s->tables > 1 && s->fd[M_TNAMES] >= 0)
+		ret = map_copy(s->fd[M_TNAMES], 0, g->fd[M_TNAMES], 0, s->tables,
+			       sizeof(struct hlb_steer_tname));
+	return ret;
+}
+
+/* The first <n> entries of per-CPU map <from> (values of <size> bytes) into <to>'s. 0 or -errno. */
+static int percpu_copy(int from, int to, uint32_t n, size_t size)
+{
+	int ncpu = libbpf_num_possible_cpus(), ret = 0;
+	unsigned char *per;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	per = calloc((size_t)ncpu, (size + 7) / 8 * 8);
+	if (!per)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < n && ret == 0; t++)
+		if (bpf_map_lookup_elem(from, &t, per) < 0 ||
+		    bpf_map_update_elem(to, &t, per, BPF_ANY) < 0)
+			ret = -errno;
+	free(per);
 	return ret;
 }
 
@@ -2769,13 +2797,29 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err)
 {
 	struct hashlb_steer *g;
+	uint32_t slots =
+		(o->max_maglev_m + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE;
 	int lock_fd, ret;
 
-	if (s->tables != 1 || !s->reads_prefix || !s->reads_ext ||
-	    s->stats_size != HLB_STEER_STATS_SIZE ||
-	    s->stats2_size != sizeof(struct hlb_steer_stats2))
+	if (!s->reads_prefix || !s->reads_ext || s->stats_size != HLB_STEER_STATS_SIZE ||
+	    s->stats2_size != sizeof(struct hlb_steer_stats2) ||
+	    (s->tables > 1 && (s->tstats2_size != sizeof(struct hlb_steer_tstats2) ||
+			       s->fd[M_TSTATS] < 0 || s->fd[M_TSTATS2] < 0)))
 		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM,
-				  "only a program of one table of this hashlb version is replaced");
+				  "only a program of this hashlb version is replaced");
+	if (o->tables <= s->tables && o->max_backends <= s->backends_cap && slots <= s->slots_cap &&
+	    o->max_ring_points <= s->points_cap)
+		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM,
+				  "the program holds %u table%s of %u backends, Maglev M %u and "
+				  "%u ring points already",
+				  s->tables, s->tables == 1 ? "" : "s", s->backends_cap,
+				  s->slots_cap * HLB_STEER_SLOTS_PER_VALUE, s->points_cap);
+	/* a conntrack entry names a backend's slot, table t's from t * backends_cap */
+	if (s->tables > 1 && o->max_backends > s->backends_cap)
+		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_TOO_MANY_BACKENDS,
+				  "%u backends, the program's %u tables have %u each, and its "
+				  "conntrack entries name their slots by that",
+				  o->max_backends, s->tables, s->backends_cap);
 	/* a program found (taken over): its seed is in its read-only data */
 	ret = s->skel ? 0 : ct_seed_read(s);
 	if (ret < 0)
@@ -2786,16 +2830,13 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	/* never detached by its free; its conntrack mapping is <s>'s */
 	g->keep = true;
-	g->tables = o->tables;
+	g->tables = max_u32(s->tables, o->tables);
 	g->backends_cap = max_u32(s->backends_cap, o->max_backends);
-	g->slots_cap = max_u32(s->slots_cap, (o->max_maglev_m + HLB_STEER_SLOTS_PER_VALUE - 1) /
-						     HLB_STEER_SLOTS_PER_VALUE);
+	g->slots_cap = max_u32(s->slots_cap, slots);
 	g->points_cap = max_u32(s->points_cap, o->max_ring_points);
 	g->ct_buckets = s->ct_buckets;
 	g->ct_seed = s->ct_seed;
-	ret = g->tables < 2 ? hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
-					 "%u tables: no more than the program's 1", g->tables)
-			    : tables_fit(g, err);
+	ret = tables_fit(g, err);
 	if (ret < 0)
 		goto out;
 	g->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * g->points_cap;
@@ -2805,13 +2846,20 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		goto out;
 	ret = skel_load(g, false, s, err);
 	if (ret == 0) {
-		ret = table0_copy(s, g);
-		if (ret == 0)
+		ret = tables_copy(s, g);
+		/* a program of one table counts none of its own: its table's are the program's */
+		if (ret == 0 && s->tables == 1)
 			ret = tstats_seed(s, g);
-		if (ret == 0 && s->name[0])
+		else if (ret == 0)
+			ret = percpu_copy(s->fd[M_TSTATS], g->fd[M_TSTATS], s->tables,
+					  sizeof(struct hlb_steer_tstats));
+		if (ret == 0 && s->tables > 1)
+			ret = percpu_copy(s->fd[M_TSTATS2], g->fd[M_TSTATS2], s->tables,
+					  sizeof(struct hlb_steer_tstats2));
+		if (ret == 0 && s->tables == 1 && s->name[0])
 			ret = name_write(g, 0, s->name);
 		if (ret < 0)
-			hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "copying table 0: %s",
+			hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "copying the tables: %s",
 				   strerror(-ret));
 	}
 	if (ret == 0) {
@@ -2867,6 +2915,54 @@ out:
 	g->ct = NULL;
 	hashlb_steer_free(g);
 	return ret;
+}
+
+int hashlb_steer_rebind(struct hashlb_steer *h, const struct hashlb_steer *s,
+			struct hashlb_error *err)
+{
+	int fd[M_MAX], ret = 0;
+
+	if (h->skel || h->ifindex != s->ifindex || h->table >= s->tables)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
+				  "a handle of another program's table, or one that loaded it");
+	for (int m = 0; m < M_MAX; m++)
+		fd[m] = -1;
+	for (int m = 0; m < M_MAX && ret == 0; m++)
+		if (s->fd[m] >= 0 && (fd[m] = fcntl(s->fd[m], F_DUPFD_CLOEXEC, 0)) < 0)
+			ret = -errno;
+	if (ret < 0) {
+		for (int m = 0; m < M_MAX; m++)
+			if (fd[m] >= 0)
+				close(fd[m]);
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "sharing the program's maps: %s",
+				  strerror(-ret));
+	}
+	/* its conntrack mapping stays: hlb_ct is the same map */
+	for (int m = 0; m < M_MAX; m++) {
+		if (h->fd[m] >= 0)
+			close(h->fd[m]);
+		h->fd[m] = fd[m];
+	}
+	h->tables = s->tables;
+	h->backends_cap = s->backends_cap;
+	h->slots_cap = s->slots_cap;
+	h->points_cap = s->points_cap;
+	h->buckets_cap = s->buckets_cap;
+	h->stats_size = s->stats_size;
+	h->stats2_size = s->stats2_size;
+	h->tstats2_size = s->tstats2_size;
+	h->prog_id = s->prog_id;
+	/* its copies were of the old maps' halves, of their capacities */
+	for (int i = 0; i < SHADOW_MAX; i++) {
+		free(h->shadow[i].v);
+		memset(&h->shadow[i], 0, sizeof(h->shadow[i]));
+	}
+	h->pristine[0] = h->pristine[1] = false;
+	/* the copy holds what it last wrote: its entries are still its own */
+	ret = vflag_read(h);
+	return ret < 0 ? hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "reading its VIPs' half: %s",
+				    strerror(-ret))
+		       : 0;
 }
 
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,

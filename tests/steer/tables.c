@@ -312,6 +312,25 @@ static void older_refuses(int prog_fd, const struct hashlb_table *t)
 	hashlb_steer_free(one);
 }
 
+/* Publish A's <t>, its first backend out and draining (keeping its flows) into <s>: its
+ * flows go there by their conntrack entries alone. */
+static void publish_drain(struct hashlb_steer *s, const struct hashlb_table *t)
+{
+	struct hashlb_steer_dest d[4];
+	struct hashlb_error err = { 0 };
+
+	memset(d, 0, sizeof(d));
+	for (uint32_t i = 0; i < 4; i++) {
+		test_backend_mac(i, d[i].mac);
+		memcpy(d[i].src_mac, test_lb_mac, 6);
+	}
+	d[0].keep_flows = true;
+	if (hashlb_steer_set_table(s, t, HASHLB_KEY_4TUPLE, NULL, d, &err) < 0) {
+		fprintf(stderr, "set_table: %s\n", err.msg);
+		exit(1);
+	}
+}
+
 /*
  * A program of one table replaced by one of three (hashlb_steer_grow(): a
  * reload adds a second service on the interface). A's flows established
@@ -328,7 +347,6 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 				       .tables = 3,
 				       .max_backends = 300 };
 	struct hashlb_table *ta_drain = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, down);
-	struct hashlb_steer_dest d[8];
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *sa = test_steer_load(ta), *sb;
 	struct hlb_steer_stats st, t[3];
@@ -346,16 +364,7 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 		held[i] = send_pkt(&p, 0x02);
 		on_a1 += held[i] == 0;
 	}
-	memset(d, 0, sizeof(d));
-	for (uint32_t i = 0; i < 4; i++) {
-		test_backend_mac(i, d[i].mac);
-		memcpy(d[i].src_mac, test_lb_mac, 6);
-	}
-	d[0].keep_flows = true;
-	if (hashlb_steer_set_table(sa, ta_drain, HASHLB_KEY_4TUPLE, NULL, d, &err) < 0) {
-		fprintf(stderr, "set_table: %s\n", err.msg);
-		exit(1);
-	}
+	publish_drain(sa, ta_drain);
 
 	CHECK(hashlb_steer_stats(sa, &st) == 0, "grown: no counters");
 	CHECK(hashlb_steer_set_name(sa, "web") == 0, "grown: table not named");
@@ -404,6 +413,113 @@ static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
 	       FLOWS, on_a1);
 	hashlb_steer_free(sb);
 	hashlb_steer_free(sa);
+	hashlb_table_free(ta_drain);
+	fd = saved;
+}
+
+/* Whether a ring of <n> backends of weight 1 (names_a's), <v> points each, fits <s>'s program. */
+static bool fits(struct hashlb_steer *s, uint32_t n, uint32_t v)
+{
+	static const uint32_t w[] = { 1, 1, 1, 1 };
+	static const bool backup[] = { false, false, false, false };
+	struct hashlb_table_params p = { .scheme = HASHLB_SCHEME_RING, .ring_v = v };
+	struct hashlb_error err = { 0 };
+
+	return hashlb_steer_table_fits(s, &p, names_a, w, backup, n, &err) == 0;
+}
+
+/*
+ * A program of two tables whose ring points B's next table outgrows replaced
+ * by one of larger sizes (hashlb_steer_grow(): a reload, a resolve_every or a
+ * weight set that a restart loaded before): A's and B's flows established
+ * before go on to their backends (a1's, draining, by their conntrack entries
+ * alone), both tables copied, B's handle moved to the
+ * new program (hashlb_steer_rebind()) publishes the larger table, A's new
+ * flows by its own. Its backends do not grow (its conntrack entries name a
+ * slot by its table's first): refused, the program serving on as it was.
+ */
+static void resized(const struct hashlb_table *ta, const struct hashlb_table *tb)
+{
+	struct hashlb_table_view v;
+	uint32_t per = (hashlb_table_view(tb, &v), v.n_points / 3);
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
+				       .tables = 2,
+				       .max_backends = 4,
+				       .max_ring_points = 3 * per };
+	struct hashlb_steer_opts larger = { .mode = HASHLB_STEER_LOAD_ONLY,
+					    .tables = 2,
+					    .max_ring_points = 8 * per };
+	struct hashlb_steer_opts more_backends = { .mode = HASHLB_STEER_LOAD_ONLY,
+						   .tables = 2,
+						   .max_backends = 8 };
+	static const bool down[] = { true, false, false, false };
+	struct hashlb_table *tb4 = test_table(HASHLB_SCHEME_RING, SEED_B, names_a, 4, NULL);
+	struct hashlb_table *ta_drain = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, down);
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *sa = test_steer_load_opts(&o, ta), *sb;
+	int held_a[FLOWS], held_b[FLOWS], saved = fd, ret, on_a1 = 0;
+	uint32_t wrong;
+
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {
+		fprintf(stderr, "share: %s\n", err.msg);
+		exit(1);
+	}
+	test_set_vips(sa, vips_a, 2);
+	publish(sa, ta, 0);
+	publish(sb, tb, B_MAC);
+	test_set_vips(sb, vips_b, 2);
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+
+		flow(&p, vips_a, i % 2, 14000 + i);
+		held_a[i] = send_pkt(&p, 0x02);
+		flow(&p, vips_b, i % 2, 14000 + i);
+		held_b[i] = send_pkt(&p, 0x02);
+		on_a1 += held_a[i] == 0;
+	}
+	publish_drain(sa, ta_drain);
+	CHECK(on_a1 > 0, "resized: none of %u flows on a1: the test proves little", FLOWS);
+	CHECK(fits(sb, 3, per) && !fits(sb, 4, per), "resized: B's ring of 4 fits %u ring points",
+	      3 * per);
+
+	ret = hashlb_steer_grow(sa, &more_backends, &err);
+	CHECK(ret == -EOPNOTSUPP && strstr(err.msg, "conntrack entries name their slots"),
+	      "resized: the backends of a program of 2 tables grown: %d %s", ret, err.msg);
+	CHECK(hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP) == fd,
+	      "resized: a refused growth replaced the program");
+	ret = hashlb_steer_grow(sa, &o, &err);
+	CHECK(ret == -EOPNOTSUPP, "resized: grown to its own sizes: %d %s", ret, err.msg);
+
+	if (hashlb_steer_grow(sa, &larger, &err) < 0 || hashlb_steer_rebind(sb, sa, &err) < 0) {
+		fprintf(stderr, "grow: %s\n", err.msg);
+		exit(1);
+	}
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	CHECK(hashlb_steer_tables(sb) == 2 && fits(sb, 4, per),
+	      "resized: B's ring of 4 does not fit");
+	still_held(vips_a, 14000, held_a, "resized: A's flow");
+	still_held(vips_b, 14000, held_b, "resized: B's flow");
+	wrong = off_table(vips_b, 2, 15000, tb, SEED_B, B_MAC);
+	CHECK(wrong == 0, "resized: B's new flows by its table copied: %u of %u off", wrong,
+	      2 * FLOWS);
+	publish(sb, tb4, B_MAC);
+	wrong = off_table(vips_b, 2, 16000, tb4, SEED_B, B_MAC);
+	CHECK(wrong == 0, "resized: B's new flows by its larger table: %u of %u off", wrong,
+	      2 * FLOWS);
+	wrong = off_table(vips_a, 2, 16000, ta_drain, SEED_A, 0);
+	CHECK(wrong == 0, "resized: A's new flows: %u of %u off", wrong, 2 * FLOWS);
+	still_held(vips_a, 14000, held_a, "resized: A's flow after B's larger table");
+	publish(sa, ta, 0);
+	wrong = off_table(vips_a, 2, 17000, ta, SEED_A, 0);
+	CHECK(wrong == 0, "resized: A's new flows, published again: %u of %u off", wrong,
+	      2 * FLOWS);
+	printf("resized: 2 tables of %u ring points to %u: A's and B's %u flows kept (%d on a1, "
+	       "draining), B's ring of 4 published, new flows of A and B by their tables\n",
+	       3 * per, 8 * per, FLOWS, on_a1);
+	hashlb_steer_free(sb);
+	hashlb_steer_free(sa);
+	hashlb_table_free(tb4);
 	hashlb_table_free(ta_drain);
 	fd = saved;
 }
@@ -938,6 +1054,7 @@ int main(void)
 		hashlb_steer_free(sbig);
 	}
 	grown(ta, tb);
+	resized(ta, tb);
 	test_netns_veth("hlbgrow0", "hlbgrow1");
 	for (int found = 0; found < 2; found++) {
 		replaced_at(HASHLB_STEER_XDP_GENERIC, found, ta);
