@@ -250,6 +250,9 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
  */
 int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err);
+/* Whether <s> loaded its program (hashlb_steer_open(), or it grew it): not one found nor
+ * hashlb_steer_share()'s, which hashlb_steer_rebind() moves to a program that replaced it. */
+bool hashlb_steer_loaded(const struct hashlb_steer *s);
 /*
  * Make <h>, a handle of a table of the program <s> replaced (hashlb_steer_share()'s, or one
  * found), publish that table into <s>'s program: its maps, capacities and program. Its

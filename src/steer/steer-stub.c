@@ -102,6 +102,12 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+bool hashlb_steer_loaded(const struct hashlb_steer *s)
+{
+	(void)s;
+	return false;
+}
+
 int hashlb_steer_rebind(struct hashlb_steer *h, const struct hashlb_steer *s,
 			struct hashlb_error *err)
 {

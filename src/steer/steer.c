@@ -2431,6 +2431,11 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
 	return 0;
 }
 
+bool hashlb_steer_loaded(const struct hashlb_steer *s)
+{
+	return s->skel != NULL;
+}
+
 uint32_t hashlb_steer_tables(const struct hashlb_steer *s)
 {
 	return s->tables;
