@@ -985,6 +985,86 @@ static int set_vip(struct run_steer_svc *e, struct hashlb_error *err)
 	return hashlb_steer_set_vips(e->steer, &e->vip, 1, err);
 }
 
+/*
+ * <e>'s program replaced by one sized for a table of <n> backends, Maglev M <m> and <points>
+ * ring points, as a program is sized at start (twice the table, never below the defaults; every
+ * other service's of the program as iface_services() sizes them), every table and the
+ * conntrack entries carried (hashlb_steer_grow()), and the other services' handles moved
+ * to it (hashlb_steer_rebind()): for a reload, a resolve_every or a weight set
+ * (run_steer_fits()), or a program taken over too small for the config (publish()).
+ * Before, both were refused until a restart, which detached the program and lost every
+ * conntrack entry. 0, or -errno with <err> (-EAGAIN, -ETIMEDOUT: another publication holds
+ * the program's lock; -EOPNOTSUPP, -E2BIG: it cannot grow so).
+ */
+static int grow_for(struct run_steer *rs, struct run_steer_svc *e, uint32_t n, uint32_t m,
+		    uint64_t points, struct hashlb_error *err)
+{
+	uint32_t tables = hashlb_steer_tables(e->steer), old_prog = hashlb_steer_prog_id(e->steer);
+	struct hashlb_steer_opts o = { .tables = tables };
+	struct run_steer_svc *by = e;
+	char kv[LOG_IFACE_KV_MAX];
+	bool *same;
+	int ret;
+
+	for (uint32_t i = 0; i < rs->n; i++)
+		if (rs->svcs[i].held && rs->svcs[i].steer &&
+		    hashlb_steer_same_program(rs->svcs[i].steer, e->steer))
+			return hashlb_err(err, -EINPROGRESS, HASHLB_ERR_SYSTEM,
+					  "the hashlb this one replaces publishes into it until it "
+					  "stops");
+	points = 2 * points > 65536 ? 2 * points : 65536;
+	o.max_backends = max_u32(256, 2 * n);
+	o.max_maglev_m = max_u32(HASHLB_MAGLEV_M_DEFAULT, m);
+	same = calloc(rs->n ? rs->n : 1, sizeof(*same));
+	if (!same)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *s = &rs->svcs[i];
+
+		if (s == e || !steer_live(s) || !hashlb_steer_same_program(s->steer, e->steer))
+			continue;
+		same[i] = true;
+		o.max_backends = max_u32(o.max_backends, 2 * s->need_backends);
+		o.max_maglev_m = max_u32(o.max_maglev_m, s->need_m);
+		if (2 * s->need_points > points)
+			points = 2 * s->need_points;
+		/* the one that loaded the program drives its successor: the others move to it */
+		if (hashlb_steer_loaded(s->steer))
+			by = s;
+	}
+	/* a program of several tables keeps its backends a table (their slots are
+	 * conntrack's): asked for the table's alone, refused past them */
+	if (tables > 1)
+		o.max_backends = n;
+	else if (o.max_backends > HASHLB_BACKENDS_MAX)
+		o.max_backends = max_u32(HASHLB_BACKENDS_MAX, n);
+	o.max_ring_points = points < UINT32_MAX / 8 ? (uint32_t)points : UINT32_MAX / 8;
+	ret = hashlb_steer_grow(by->steer, &o, err);
+	for (uint32_t i = 0; ret == 0 && i < rs->n; i++) {
+		struct run_steer_svc *s = &rs->svcs[i];
+		struct hashlb_error why = { 0 };
+
+		if (s != by && (same[i] || s == e) &&
+		    hashlb_steer_rebind(s->steer, by->steer, &why) < 0)
+			log_error("kernel steering: its table not moved to the program grown",
+				  s->name, &why);
+		if (same[i] || s == e)
+			s->hits_prog = hashlb_steer_prog_id(s->steer); /* its counters carried */
+	}
+	free(same);
+	if (ret < 0)
+		return ret;
+	/* interface= as the program's lines give it (iface_kv()) */
+	hlb_log(HLB_LOG_INFO, "kernel steering program grown",
+		"service=%s %s mode=%s tables=%u old_program=%u program=%u max_backends=%u "
+		"max_maglev_m=%u max_ring_points=%u reason=\"its table outgrew the program; "
+		"every table and flow kept\"",
+		e->name, iface_kv(e, kv), hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
+		tables, old_prog, hashlb_steer_prog_id(e->steer), o.max_backends, o.max_maglev_m,
+		o.max_ring_points);
+	return 0;
+}
+
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
@@ -1253,6 +1333,22 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	e->published = false;
 	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
 				     &err);
+	/* a program taken over (an orphan) sized for a smaller config: grown for this one */
+	if (ret == -E2BIG) {
+		struct hashlb_table_view v;
+		struct hashlb_error why = { 0 };
+		int g;
+
+		hashlb_table_view(snap->table, &v);
+		g = grow_for(rs, e, snap->n_backends, v.m, v.n_points, &why);
+		if (g == 0)
+			ret = hashlb_steer_set_table(e->steer, snap->table, snap->key,
+						     &snap->hash_prefix, dests, &err);
+		else if (g == -EAGAIN || g == -ETIMEDOUT)
+			err = why; /* tried again, as a table refused so */
+		if (g == -EAGAIN || g == -ETIMEDOUT)
+			ret = g;
+	}
 	if (ret == -E2BIG) {
 		table_unfit(e, &err);
 	} else if (ret < 0 || (ret = set_vip(e, &err)) < 0) {
@@ -1957,91 +2053,6 @@ void run_steer_handed_over(struct run_steer *rs)
 			svc_taken_over(rs, &rs->svcs[i], false);
 }
 
-/*
- * <e>'s program replaced by one sized for the table <c>'s backends <weights>, <backup> (<n>)
- * make, as a program is sized at start (twice the table, never below the defaults; every
- * other service's of the program as iface_services() sizes them), every table and the
- * conntrack entries carried (hashlb_steer_grow()), and the other services' handles moved
- * to it (hashlb_steer_rebind()). Before, a reload, a resolve_every or a weight set whose
- * table outgrew the program was refused until a restart, which detached it and lost every
- * conntrack entry. 0, or -errno with <err> (-EAGAIN, -ETIMEDOUT: another publication holds
- * the program's lock; -EOPNOTSUPP, -E2BIG: it cannot grow so).
- */
-static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
-		    const struct hashlb_service_cfg *c, const uint32_t *weights, const bool *backup,
-		    uint32_t n, struct hashlb_error *err)
-{
-	uint32_t tables = hashlb_steer_tables(e->steer), old_prog = hashlb_steer_prog_id(e->steer);
-	struct hashlb_steer_opts o = { .tables = tables };
-	uint64_t sum[2] = { 0, 0 }, points;
-	struct run_steer_svc *by = e;
-	char kv[LOG_IFACE_KV_MAX];
-	bool *same;
-	int ret;
-
-	for (uint32_t i = 0; i < rs->n; i++)
-		if (rs->svcs[i].held && rs->svcs[i].steer &&
-		    hashlb_steer_same_program(rs->svcs[i].steer, e->steer))
-			return hashlb_err(err, -EINPROGRESS, HASHLB_ERR_SYSTEM,
-					  "the hashlb this one replaces publishes into it until it "
-					  "stops");
-	for (uint32_t i = 0; i < n; i++)
-		sum[backup[i]] += weights[i];
-	points = (c->table.ring_v ? c->table.ring_v : HASHLB_RING_V_DEFAULT) *
-		 (sum[1] > sum[0] ? sum[1] : sum[0]);
-	points = 2 * points > 65536 ? 2 * points : 65536;
-	o.max_backends = max_u32(256, 2 * n);
-	o.max_maglev_m = c->table.maglev_m ? c->table.maglev_m : HASHLB_MAGLEV_M_DEFAULT;
-	same = calloc(rs->n ? rs->n : 1, sizeof(*same));
-	if (!same)
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	for (uint32_t i = 0; i < rs->n; i++) {
-		struct run_steer_svc *s = &rs->svcs[i];
-
-		if (s == e || !steer_live(s) || !hashlb_steer_same_program(s->steer, e->steer))
-			continue;
-		same[i] = true;
-		o.max_backends = max_u32(o.max_backends, 2 * s->need_backends);
-		o.max_maglev_m = max_u32(o.max_maglev_m, s->need_m);
-		if (2 * s->need_points > points)
-			points = 2 * s->need_points;
-		/* the one that loaded the program drives its successor: the others move to it */
-		if (hashlb_steer_loaded(s->steer))
-			by = s;
-	}
-	/* a program of several tables keeps its backends a table (their slots are
-	 * conntrack's): asked for the table's alone, refused past them */
-	if (tables > 1)
-		o.max_backends = n;
-	else if (o.max_backends > HASHLB_BACKENDS_MAX)
-		o.max_backends = max_u32(HASHLB_BACKENDS_MAX, n);
-	o.max_ring_points = points < UINT32_MAX / 8 ? (uint32_t)points : UINT32_MAX / 8;
-	ret = hashlb_steer_grow(by->steer, &o, err);
-	for (uint32_t i = 0; ret == 0 && i < rs->n; i++) {
-		struct run_steer_svc *s = &rs->svcs[i];
-		struct hashlb_error why = { 0 };
-
-		if (s != by && (same[i] || s == e) &&
-		    hashlb_steer_rebind(s->steer, by->steer, &why) < 0)
-			log_error("kernel steering: its table not moved to the program grown",
-				  s->name, &why);
-		if (same[i] || s == e)
-			s->hits_prog = hashlb_steer_prog_id(s->steer); /* its counters carried */
-	}
-	free(same);
-	if (ret < 0)
-		return ret;
-	/* interface= as the program's lines give it (iface_kv()) */
-	hlb_log(HLB_LOG_INFO, "kernel steering program grown",
-		"service=%s %s mode=%s tables=%u old_program=%u program=%u max_backends=%u "
-		"max_maglev_m=%u max_ring_points=%u reason=\"its table outgrew the program; "
-		"every table and flow kept\"",
-		c->name, iface_kv(e, kv), hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
-		tables, old_prog, hashlb_steer_prog_id(e->steer), o.max_backends, o.max_maglev_m,
-		o.max_ring_points);
-	return 0;
-}
-
 int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
 		   const uint32_t *weights, const bool *backup, uint32_t n,
 		   struct hashlb_error *err)
@@ -2060,7 +2071,16 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 		int ret = hashlb_steer_table_fits(e->steer, &c->table, names, weights, backup, n,
 						  &why);
 		struct hashlb_error grew = { 0 };
-		int g = ret == -E2BIG ? grow_for(rs, e, c, weights, backup, n, &grew) : 0;
+		uint64_t sum[2] = { 0, 0 };
+		int g = 0;
+
+		for (uint32_t k = 0; ret == -E2BIG && k < n; k++)
+			sum[backup[k]] += weights[k];
+		if (ret == -E2BIG)
+			g = grow_for(rs, e, n, c->table.maglev_m,
+				     (c->table.ring_v ? c->table.ring_v : HASHLB_RING_V_DEFAULT) *
+					     (sum[1] > sum[0] ? sum[1] : sum[0]),
+				     &grew);
 
 		/* grown: asked again of the program in its place */
 		if (ret == -E2BIG && g == 0)

@@ -1576,42 +1576,50 @@ def outgrown(topo, servers):
 
 def too_small(topo, servers):
     """A program too small for the config's table, taken over (here an orphan that hashlb
-    steer --keep sized for 2 backends; an upgrade's program sized for an older config alike):
-    kept, with its conntrack state, and the table it has keeps steering; the refusal is logged
-    once, saying what is too small and what to do (stop hashlb, which detaches the program, and
-    start it again), and not retried every second: no later table of this config fits either.
-    Stopped and started again, hashlb loads a program sized for the config and publishes.
-    Before, the line said only 'restart steering with a larger --max-backends' (hashlb steer's
-    option), and the table was tried again every second (tables_refused_total 4 in 3 s)."""
+    steer --keep sized for 2 backends; an upgrade's program sized for an older config alike,
+    once the replaced hashlb stops) is grown in place for the config: the orphan's 24
+    connections held across the takeover answer from their backends, none lost nor
+    rescheduled; the growth is logged once, the config's table published, no table refused,
+    and new clients reach b3 too. Before, the table was refused ('its program is too small
+    for this config ... until hashlb is stopped (which detaches it) and started again'), the
+    orphan's table of 2 backends steering until a restart that lost every conntrack entry."""
     p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "tc", "--max-backends", "2",
              "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
              *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
              ns=topo.lb, check=False)
     check(p.returncode == 0, f"too small: the orphan: {p.returncode} {p.stderr.strip()}")
-    # no health checks: no state change makes a new table, so one refusal in all
+    client, held = hold(topo)
+    before = steer_stats(topo, "tc")
+    # no health checks: no state change makes a new table
     d = Daemon(topo, service(topo, health="{enabled: false}")).start()
     try:
         taken = d.wait_log("kernel steering taken over", 15)
-        refused = d.wait_log("kernel steering", 10)
-        time.sleep(3)  # a retry timer would have tried three times
-        tried = [x for x in d.lines if "kernel steering" in x]
+        grown_l = d.wait_log("kernel steering program grown", 10)
+        published = d.wait_log("kernel steering table published", 10)
+        check(taken is not None and grown_l is not None and "service=web " in grown_l and
+              " max_backends=256 " in grown_l and published is not None,
+              f"too small: not grown: {[x for x in d.lines if 'kernel steering' in x]}")
+        lost = still_held(client, held, "too small: the orphan's connections across the growth")
+        client = None
+        after = steer_stats(topo, "tc")
+        for k in ("ct_lost", "ct_resched"):
+            check(after.get(k, 0) == before.get(k, 0),
+                  f"too small: {k} {before.get(k, 0)} before the growth, {after.get(k, 0)} after")
         m = scrape(d)
-        check(taken is not None and refused is not None and "too small" in refused and
-              "3 backends exceed the loaded capacity 2" in refused and
-              "stopped (which detaches it) and started again" in refused,
-              f"too small: the refusal's log line: {refused}")
-        check(web(m, "tables_refused_total") == 1 and web(m, "table_stale") == 1,
-              f"too small: tables_refused_total {web(m, 'tables_refused_total')} (want 1: "
-              f"no retry), table_stale {web(m, 'table_stale')}; log: {tried}")
-        got = steered(topo, "too small")
-        check(set(got) <= {"b1", "b2"}, f"too small: the program's own table: {dict(got)}")
-        d.stop()
-        d = Daemon(topo, service(topo)).start()
-        check(d.wait_log("kernel steering attached", 15) is not None and
-              d.wait_log("kernel steering table published", 10) is not None,
-              f"too small: started again: {[x for x in d.lines if 'steering' in x][:3]}")
-        print(f"too small: {refused and refused.strip()}", flush=True)
+        grown_all = [x for x in d.lines if "kernel steering program grown" in x]
+        check(len(grown_all) == 1 and web(m, "tables_refused_total") == 0 and
+              web(m, "table_stale") == 0,
+              f"too small: {len(grown_all)} growths, tables_refused_total "
+              f"{web(m, 'tables_refused_total')}, table_stale {web(m, 'table_stale')}")
+        got = kernel_steered(topo, "too small", T.VIP, 40)
+        check(set(got) <= {"b1", "b2", "b3"} and "b3" in got,
+              f"too small: new clients not on the config's table: {dict(got)}")
+        print(f"too small: {grown_l and grown_l.split('msg=')[-1].strip()}; {len(held)} held, "
+              f"{lost} lost; 40 new {dict(got)}", flush=True)
     finally:
+        if client:
+            client.kill()
+            client.wait()
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
