@@ -250,6 +250,10 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
  */
 int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err);
+/* The capacities of each table of <s>'s program: backends, Maglev M (rounded up to whole
+ * values of slots) and ring points. */
+void hashlb_steer_caps(const struct hashlb_steer *s, uint32_t *ret_backends, uint32_t *ret_maglev_m,
+		       uint32_t *ret_points);
 /* Whether <s> loaded its program (hashlb_steer_open(), or it grew it): not one found nor
  * hashlb_steer_share()'s, which hashlb_steer_rebind() moves to a program that replaced it. */
 bool hashlb_steer_loaded(const struct hashlb_steer *s);

@@ -1003,6 +1003,7 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e, uint32_t n, u
 	struct hashlb_steer_opts o = { .tables = tables };
 	struct run_steer_svc *by = e;
 	char kv[LOG_IFACE_KV_MAX];
+	uint32_t caps[3];
 	bool *same;
 	int ret;
 
@@ -1054,14 +1055,14 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e, uint32_t n, u
 	free(same);
 	if (ret < 0)
 		return ret;
+	hashlb_steer_caps(e->steer, &caps[0], &caps[1], &caps[2]);
 	/* interface= as the program's lines give it (iface_kv()) */
 	hlb_log(HLB_LOG_INFO, "kernel steering program grown",
 		"service=%s %s mode=%s tables=%u old_program=%u program=%u max_backends=%u "
 		"max_maglev_m=%u max_ring_points=%u reason=\"its table outgrew the program; "
 		"every table and flow kept\"",
 		e->name, iface_kv(e, kv), hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
-		tables, old_prog, hashlb_steer_prog_id(e->steer), o.max_backends, o.max_maglev_m,
-		o.max_ring_points);
+		tables, old_prog, hashlb_steer_prog_id(e->steer), caps[0], caps[1], caps[2]);
 	return 0;
 }
 

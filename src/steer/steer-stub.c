@@ -102,6 +102,13 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+void hashlb_steer_caps(const struct hashlb_steer *s, uint32_t *ret_backends, uint32_t *ret_maglev_m,
+		       uint32_t *ret_points)
+{
+	(void)s;
+	*ret_backends = *ret_maglev_m = *ret_points = 0;
+}
+
 bool hashlb_steer_loaded(const struct hashlb_steer *s)
 {
 	(void)s;

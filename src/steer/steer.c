@@ -2431,6 +2431,14 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
 	return 0;
 }
 
+void hashlb_steer_caps(const struct hashlb_steer *s, uint32_t *ret_backends, uint32_t *ret_maglev_m,
+		       uint32_t *ret_points)
+{
+	*ret_backends = s->backends_cap;
+	*ret_maglev_m = s->slots_cap * HLB_STEER_SLOTS_PER_VALUE;
+	*ret_points = s->points_cap;
+}
+
 bool hashlb_steer_loaded(const struct hashlb_steer *s)
 {
 	return s->skel != NULL;

@@ -16,7 +16,8 @@ old daemon drove, at tc, though another hashlb program is at the XDP hook; /metr
 counters, exact and never lower across a reload; a reload of listen and a backend publishes one
 table, logged once, and the new VIP is steered; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; a reload or a weight set whose table outgrows the
-program grows it in place, its flows kept; hash_prefix sends the clients of one
+program grows it in place, its flows kept, every service's table on the interface carried, and so
+does a takeover of an orphan too small for the config; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 two services on one interface (under one name or two, an altname) share its program, a table
 each, and a reload removing one leaves the other's flows, one swapping their listen addresses
@@ -1500,6 +1501,23 @@ def flows(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def across_growth(topo, d, start, client, held, before, tag, want):
+    """After a change that grows the program (logged since line <start> of <d>): one "kernel
+    steering program grown" line, holding each of <want>; <client>'s <held> connections answer
+    from their backends; no packet lost its entry, was rescheduled or dropped since <before>
+    (steer_stats()). (that line, connections lost)"""
+    grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+    check(len(grown_l) == 1 and all(w in grown_l[0] for w in want),
+          f"{tag}: the growth not logged once with {want}: "
+          f"{[x for x in d.lines[start:] if 'steering' in x]}")
+    lost = still_held(client, held, f"{tag}: connections across the growth")
+    after = steer_stats(topo)
+    for k in ("ct_lost", "ct_resched", "drop_table", "drop_no_backend"):
+        check(after.get(k, 0) == before.get(k, 0),
+              f"{tag}: {k} {before.get(k, 0)} before the growth, {after.get(k, 0)} after")
+    return (grown_l or [None])[0], lost
+
+
 def outgrown(topo, servers):
     """A reload whose table outgrows the maps the program was loaded with (a ring of 480
     points, 3 backends at vnodes 160, in a program sized for 65,536; then vnodes 40,000:
@@ -1534,16 +1552,9 @@ def outgrown(topo, servers):
               f"outgrown: the reload to vnodes 40000 refused: {line}")
         check(d.wait_log("kernel steering table published", 10) is not None,
               "outgrown: the table of vnodes 40000 not published")
-        grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
-        check(len(grown_l) == 1 and "service=web " in grown_l[0] and
-              " max_ring_points=240000 " in grown_l[0],
-              f"outgrown: the growth not logged once: {grown_l}")
-        lost = still_held(client, held, "outgrown: connections across the growth")
+        grown_l, lost = across_growth(topo, d, start, client, held, before, "outgrown",
+                                      ("service=web ", " max_ring_points=240000 "))
         client = None
-        after = steer_stats(topo)
-        for k in ("ct_lost", "ct_resched", "drop_table", "drop_no_backend"):
-            check(after.get(k, 0) == before.get(k, 0),
-                  f"outgrown: {k} {before.get(k, 0)} before the growth, {after.get(k, 0)} after")
         got = kernel_steered(topo, "outgrown: after the reload", T.VIP)
         check(sum(got.values()) == 20 and set(got) <= {"b1", "b2", "b3"},
               f"outgrown: new clients after the reload: {dict(got)}")
@@ -1564,7 +1575,7 @@ def outgrown(topo, servers):
         check(web(m, "table_stale") == 0 and web(m, "tables_refused_total") == 0,
               f"outgrown: table_stale {web(m, 'table_stale')}, tables_refused_total "
               f"{web(m, 'tables_refused_total')}, want 0 and 0")
-        print(f"outgrown: {grown_l and grown_l[0].split('msg=')[-1].strip()}; {len(held)} held, "
+        print(f"outgrown: {grown_l and grown_l.split('msg=')[-1].strip()}; {len(held)} held, "
               f"{lost} lost; new clients {dict(got)}; weight 10: {dict(got_w)}", flush=True)
     finally:
         if client:
@@ -1572,6 +1583,57 @@ def outgrown(topo, servers):
             client.wait()
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
+def outgrown_shared(topo, servers):
+    """Two services on eth0 (web over b1, b2; api over b3), a program of 4 tables of 65,536
+    ring points each: a reload making api a ring of vnodes 70,000 (70,000 points) grows the
+    program in place, every table carried (140,000 points each), api's handle moved to it.
+    web's 24 connections held across it answer from their backends, none lost nor
+    rescheduled; the growth is logged once; api's 20 new clients reach b3 and web's b1 and b2
+    through the kernel path; then each service's next table (ctl set b3 weight 2: 140,000
+    points, ctl set b1 drain) is published into the new program. Before, the reload was
+    refused until a restart."""
+    web, api = two_services_yaml(topo)
+    d = two_services_start(topo, web + api, "outgrown_shared")
+    client = None
+    try:
+        client, held = hold(topo)
+        before = steer_stats(topo)
+        start = len(d.lines)
+        d.reload_edit(api, api.replace("    interface: eth0\n",
+                                       "    interface: eth0\n    scheme: ring\n"
+                                       "    vnodes: 70000\n"),
+                      "service=api generation=", "outgrown_shared: reload of api's vnodes")
+        grown_l, lost = across_growth(topo, d, start, client, held, before, "outgrown_shared",
+                                      ("service=api ", " tables=4 ", " max_ring_points=140000 "))
+        client = None
+        got4, got6 = each_steered(topo, "outgrown_shared: grown")
+        start = len(d.lines)
+        p1 = d.ctl("set", "b3", "weight", "2")
+        p2 = d.ctl("set", "b1", "drain")
+        check(p1.returncode == 0 and p2.returncode == 0,
+              f"outgrown_shared: ctl set: {p1.stderr.strip()} {p2.stderr.strip()}")
+        missing = d.wait_each(["service=api generation=", "service=web generation="], 10)
+        refused = [x for x in d.lines[start:] if "table not updated" in x or
+                   "program grown" in x]
+        check(not missing and not refused,
+              f"outgrown_shared: after the growth, tables not published for {missing}: "
+              f"{refused}")
+        got4b = kernel_steered(topo, "outgrown_shared: b1 draining", T.VIP)
+        check(got4b == {"b2": 20}, f"outgrown_shared: web's clients, b1 draining: {dict(got4b)}")
+        m = scrape(d)
+        stale = {svc: m.get(f'hashlb_service_steer_table_stale{{service="{svc}"}}')
+                 for svc in ("web", "api")}
+        check(stale == {"web": 0, "api": 0}, f"outgrown_shared: table_stale {stale}")
+        print(f"outgrown_shared: {grown_l and grown_l.split('msg=')[-1].strip()}; "
+              f"{len(held)} held, {lost} lost; web's 20 {dict(got4)}, api's {dict(got6)}; "
+              f"b1 draining: {dict(got4b)}", flush=True)
+    finally:
+        if client:
+            client.kill()
+            client.wait()
+        two_services_end(topo, d)
 
 
 def too_small(topo, servers):
@@ -1589,22 +1651,18 @@ def too_small(topo, servers):
              ns=topo.lb, check=False)
     check(p.returncode == 0, f"too small: the orphan: {p.returncode} {p.stderr.strip()}")
     client, held = hold(topo)
-    before = steer_stats(topo, "tc")
+    before = steer_stats(topo)
     # no health checks: no state change makes a new table
     d = Daemon(topo, service(topo, health="{enabled: false}")).start()
     try:
         taken = d.wait_log("kernel steering taken over", 15)
-        grown_l = d.wait_log("kernel steering program grown", 10)
         published = d.wait_log("kernel steering table published", 10)
-        check(taken is not None and grown_l is not None and "service=web " in grown_l and
-              " max_backends=256 " in grown_l and published is not None,
-              f"too small: not grown: {[x for x in d.lines if 'kernel steering' in x]}")
-        lost = still_held(client, held, "too small: the orphan's connections across the growth")
+        check(taken is not None and published is not None,
+              f"too small: not taken over and published: "
+              f"{[x for x in d.lines if 'kernel steering' in x]}")
+        grown_l, lost = across_growth(topo, d, 0, client, held, before, "too small",
+                                      ("service=web ", " max_backends=256 "))
         client = None
-        after = steer_stats(topo, "tc")
-        for k in ("ct_lost", "ct_resched"):
-            check(after.get(k, 0) == before.get(k, 0),
-                  f"too small: {k} {before.get(k, 0)} before the growth, {after.get(k, 0)} after")
         m = scrape(d)
         grown_all = [x for x in d.lines if "kernel steering program grown" in x]
         check(len(grown_all) == 1 and web(m, "tables_refused_total") == 0 and
@@ -3566,7 +3624,8 @@ def body(topo):
              ("update_taken_over", update_taken_over), ("lock_held", lock_held),
              ("other_version", other_version),
              ("flows", flows), ("outgrown", outgrown),
-             ("too_small", too_small), ("slots_held", slots_held),
+             ("too_small", too_small), ("outgrown_shared", outgrown_shared),
+             ("slots_held", slots_held),
              ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
              ("prefix", prefix),
              ("altname", altname), ("two_services", two_services),
