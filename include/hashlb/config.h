@@ -649,7 +649,8 @@ void hashlb_table_memory_format(const struct hashlb_config *c, char *buf, size_t
  * <bytes> for people, as hashlb check and hashlb ctl status print the tables' memory and
  * table_memory: "N bytes" under 1 KiB, else in the largest of KiB, MiB, GiB, TiB it reaches,
  * whole where it is a whole number of that unit ("1 GiB", as table_memory's default; not
- * "1024.0 MiB"), else to one decimal ("384.3 KiB"). JSON says the number of bytes.
+ * "1024.0 MiB"), else to one decimal, cut, not rounded ("384.3 KiB"; "1023.9 KiB" a byte short
+ * of 1 MiB, never "1024.0 KiB"). JSON says the number of bytes.
  */
 #define HASHLB_BYTES_STRLEN 32
 void hashlb_bytes_format(uint64_t bytes, char *buf, size_t len);

@@ -811,11 +811,13 @@ void hashlb_bytes_format(uint64_t bytes, char *buf, size_t len)
 
 		if (bytes < mult)
 			continue;
+		/* the tenth cut, not rounded: a byte short of 1 MiB is "1023.9 KiB", not
+		 * "1024.0 KiB", and tables short of table_memory never read as reaching it */
 		if (bytes % mult == 0)
 			snprintf(buf, len, "%" PRIu64 " %s", bytes / mult, size_kind.units[i].name);
 		else
-			snprintf(buf, len, "%.1f %s", (double)bytes / (double)mult,
-				 size_kind.units[i].name);
+			snprintf(buf, len, "%" PRIu64 ".%" PRIu64 " %s", bytes / mult,
+				 bytes % mult * 10 / mult, size_kind.units[i].name);
 		return;
 	}
 	snprintf(buf, len, "%" PRIu64 " bytes", bytes);

@@ -60,7 +60,7 @@ check(re.search(r"^tables: up to 38\d\.\d KiB with backends down, of table_memor
       re.search(r"^  table        \d+ bytes \(up to \d+ with backends down\)$", p.stdout, re.M),
       f"check prints the tables' memory and table_memory: {p.stdout}")
 
-# a small table in a unit that shows it (before: "up to 0.0 MiB")
+# a small table in a unit that shows it (before: "up to 0.0 MiB"), its tenth cut, not rounded
 with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
     f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
             "    table_size: 251\n    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
@@ -70,7 +70,8 @@ small = re.search(r"^tables: up to (\d+\.\d) KiB with backends down, of table_me
                   r.stdout, re.M)
 total = re.search(r"^  table        \d+ bytes \(up to (\d+) with backends down\)$", r.stdout, re.M)
 check(r.returncode == 0 and small and total and
-      small.group(1) == f"{int(total.group(1)) / 1024:.1f}" != "0.0",
+      small.group(1) == f"{int(total.group(1)) // 1024}.{int(total.group(1)) % 1024 * 10 // 1024}"
+      != "0.0",
       f"check prints a small table's size in KiB: {r.stdout}")
 
 # weights more than 16 times apart: a table counts 1/4 byte a slot more (README), the owner

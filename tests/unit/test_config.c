@@ -1405,7 +1405,9 @@ static void test_duration_format(void **state)
 }
 
 /* Sizes for people (the tables' memory, table_memory): whole where they are a whole unit, as
- * the default 1 GiB ("1024.0 MiB" before), else to one decimal; bytes under 1 KiB. */
+ * the default 1 GiB ("1024.0 MiB" before), else to one decimal, cut, not rounded: a byte
+ * short of 1 MiB is no "1024.0 KiB" (a unit's worth of the one below), and tables a byte
+ * short of a table_memory of 1 GiB do not read as "1.0 GiB" held of it; bytes under 1 KiB. */
 static void test_bytes_format(void **state)
 {
 	static const struct {
@@ -1419,7 +1421,13 @@ static void test_bytes_format(void **state)
 		      { 1ull << 30, "1 GiB" },
 		      { 1536ull << 20, "1.5 GiB" },
 		      { 1000ull << 20, "1000 MiB" },
-		      { 2ull << 40, "2 TiB" } };
+		      { 2ull << 40, "2 TiB" },
+		      { (1u << 20) - 1, "1023.9 KiB" },
+		      { 1025, "1.0 KiB" },
+		      { (1ull << 30) - 1, "1023.9 MiB" },
+		      { (1ull << 40) - 1, "1023.9 GiB" },
+		      { 1996, "1.9 KiB" },
+		      { UINT64_MAX, "16777215.9 TiB" } };
 	char text[HASHLB_BYTES_STRLEN];
 
 	(void)state;
