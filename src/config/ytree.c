@@ -571,7 +571,8 @@ static void diag_sink(struct fy_diag *diag, void *user, const char *buf, size_t 
  * ("invalid value after mapping") does not say that the address wants
  * quotes, the most common way to get there.
  */
-static bool at_bracket_port(const struct ybuilder *b, struct hashlb_pos pos)
+/* The offset in the text of <pos> (1-based line and column), or where its line ends. */
+static size_t pos_offset(const struct ybuilder *b, struct hashlb_pos pos)
 {
 	const char *t = b->text;
 	size_t i = 0;
@@ -583,6 +584,14 @@ static bool at_bracket_port(const struct ybuilder *b, struct hashlb_pos pos)
 	for (; i < b->len && col < pos.column && t[i] != '\n'; col++)
 		for (i++; i < b->len && ((unsigned char)t[i] & 0xc0) == 0x80; i++)
 			;
+	return i;
+}
+
+static bool at_bracket_port(const struct ybuilder *b, struct hashlb_pos pos)
+{
+	const char *t = b->text;
+	size_t i = pos_offset(b, pos);
+
 	return i > 0 && i + 1 < b->len && t[i] == ':' && t[i - 1] == ']' && t[i + 1] >= '0' &&
 	       t[i + 1] <= '9';
 }
@@ -651,8 +660,14 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 			     (unsigned)c, pos.line, pos.column, de->msg ? de->msg : "invalid YAML");
 	/* A flow collection left open ("backends: [" and no ']') is reported
 	 * where libfyaml gave up: at the end of the text, or on a later line
-	 * that cannot go on in it. Its opener, far above, is what to look at. */
-	for (int i = b->depth - 1; i >= 0; i--) {
+	 * that cannot go on in it. Its opener, far above, is what to look at; not
+	 * where the error is at a ']' or '}', which closes one there (wrongly
+	 * indented, or while an inner '{' is open): "a missing ']'?" would name
+	 * the wrong fault. */
+	size_t off = pos_offset(b, pos);
+	bool at_closer = off < b->len && (b->text[off] == ']' || b->text[off] == '}');
+
+	for (int i = b->depth - 1; i >= 0 && !at_closer; i--) {
 		struct hashlb_pos o = b->flow_open[i];
 		bool seq = b->stack[i]->type == YNODE_SEQ;
 

@@ -127,6 +127,35 @@ static void test_yaml_syntax(void **state)
 		     8, 13,
 		     "missing comma in flow mapping (the '{' at 7:9 is still open here: a "
 		     "missing '}'?)");
+	/* ... but not where the error is at a ']' or '}': the collection closes there (its
+	 * closer wrongly indented, or one that does not match an inner '{'), and "a missing
+	 * ']'?" would name the wrong fault, or one that is not. */
+	{
+		static const struct {
+			const char *yaml;
+			int line, col;
+			const char *what;
+		} closers[] = {
+			{ MINIMAL "    b: [1,\n      2\n    ]\n", 9, 5,
+			  "wrongly indented sequence end in flow mode" },
+			{ "a: [\n  {b: c,\n  d: e]\n", 3, 7, "mismatched flow sequence end" },
+		};
+
+		for (size_t i = 0; i < sizeof(closers) / sizeof(closers[0]); i++) {
+			struct hashlb_config *c = NULL;
+			struct hashlb_error err = { 0 };
+			const char *y = closers[i].yaml;
+
+			assert_int_equal(hashlb_config_parse(y, strlen(y), "t.yaml", &c, &err),
+					 -EINVAL);
+			if (err.line != closers[i].line || err.column != closers[i].col ||
+			    !strstr(err.msg, closers[i].what) || strstr(err.msg, "still open"))
+				fail_msg(
+					"%zu: expected %d:%d '%s' naming no opener, got %d:%d '%s'",
+					i, closers[i].line, closers[i].col, closers[i].what,
+					err.line, err.column, err.msg);
+		}
+	}
 	expect_error("|", 1, 1, "must be a mapping"); /* at the block scalar's indicator */
 	/* "[::1]:80" unquoted is a flow list and a ':': the error says to quote it */
 	expect_error(MINIMAL "      - name: b\n        address: [::1]:80\n", 8, 23,
