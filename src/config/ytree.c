@@ -587,6 +587,16 @@ static size_t pos_offset(const struct ybuilder *b, struct hashlb_pos pos)
 	return i;
 }
 
+/* The spaces that indent line <line>; -1 if it is blank or past the text's end. */
+static int line_indent(const struct ybuilder *b, int line)
+{
+	size_t i = pos_offset(b, (struct hashlb_pos){ line, 1 }), n = 0;
+
+	while (i + n < b->len && b->text[i + n] == ' ')
+		n++;
+	return i + n >= b->len || b->text[i + n] == '\n' || b->text[i + n] == '\r' ? -1 : (int)n;
+}
+
 static bool at_bracket_port(const struct ybuilder *b, struct hashlb_pos pos)
 {
 	const char *t = b->text;
@@ -662,10 +672,12 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 	 * where libfyaml gave up: at the end of the text, or on a later line
 	 * that cannot go on in it. Its opener, far above, is what to look at; not
 	 * where the error is at a ']' or '}', which closes one there (wrongly
-	 * indented, or while an inner '{' is open): "a missing ']'?" would name
-	 * the wrong fault. */
+	 * indented, or while an inner '{' is open), nor on a line indented deeper
+	 * than the opener's, which goes on in it (a comma missing between two
+	 * items, as the parser says): "a missing ']'?" would name the wrong fault. */
 	size_t off = pos_offset(b, pos);
 	bool at_closer = off < b->len && (b->text[off] == ']' || b->text[off] == '}');
+	int indent = line_indent(b, pos.line);
 
 	for (int i = b->depth - 1; i >= 0 && !at_closer; i--) {
 		struct hashlb_pos o = b->flow_open[i];
@@ -673,7 +685,7 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 
 		if (!o.line)
 			continue;
-		if (o.line < pos.line)
+		if (o.line < pos.line && indent <= line_indent(b, o.line))
 			return yfail(b, &pos,
 				     "YAML syntax error: %s (the '%c' at %d:%d is still open "
 				     "here: a missing '%c'?)",

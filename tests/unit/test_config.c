@@ -129,7 +129,7 @@ static void test_yaml_syntax(void **state)
 		     "missing '}'?)");
 	/* ... but not where the error is at a ']' or '}': the collection closes there (its
 	 * closer wrongly indented, or one that does not match an inner '{'), and "a missing
-	 * ']'?" would name the wrong fault, or one that is not. */
+	 * ']'?" would name the wrong fault, or one that is not; */
 	{
 		static const struct {
 			const char *yaml;
@@ -139,6 +139,13 @@ static void test_yaml_syntax(void **state)
 			{ MINIMAL "    b: [1,\n      2\n    ]\n", 9, 5,
 			  "wrongly indented sequence end in flow mode" },
 			{ "a: [\n  {b: c,\n  d: e]\n", 3, 7, "mismatched flow sequence end" },
+			/* nor on a line indented deeper than the opener's, which goes on in
+			 * it: a comma is what is missing there, as the parser says */
+			{ "services:\n  - name: web\n    listen: 127.0.0.1:8080\n    backends: [\n"
+			  "      {name: a, address: 127.0.0.1:9001}\n"
+			  "      {name: b, address: 127.0.0.1:9002}\n    ]\n",
+			  6, 7, "missing comma in flow sequence" },
+			{ "a: [\n  b, c\n  d: e: f\n]\n", 3, 7, "missing comma in flow sequence" },
 		};
 
 		for (size_t i = 0; i < sizeof(closers) / sizeof(closers[0]); i++) {
