@@ -1471,8 +1471,6 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		hlb_pool_log_set_leaves_none(s);
 	if (one) {
 		set_answer_one(s, one, text, &resp->body);
-		if (!text)
-			hlb_buf_puts(&resp->body, "\n");
 	} else {
 		if (!text) {
 			json_open_member(&resp->body, s, "each_address", name);
@@ -1484,16 +1482,30 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			set_answer_one(s, bs[i], text, &resp->body);
 		}
 		if (!text)
-			hlb_buf_puts(&resp->body, "]}\n");
+			hlb_buf_puts(&resp->body, "]}");
 	}
-	/* said, not refused: draining the last backend is an operator's to choose */
-	if (none && text)
-		hlb_buf_printf(
-			&resp->body,
-			"warning: service %s: no backend takes clients now (each down, "
-			"drained, in maint or of weight 0): its new clients are refused until "
-			"one is up, ready and of weight above 0\n",
+	/* said, not refused: draining the last backend is an operator's to choose; in JSON a
+	 * "warning" member of the answer's object, its closing brace put back after it */
+	if (none) {
+		char said[HASHLB_NAME_MAX + 200];
+
+		snprintf(
+			said, sizeof(said),
+			"service %s: no backend takes clients now (each down, drained, in maint or "
+			"of weight 0): its new clients are refused until one is up, ready and of "
+			"weight above 0",
 			s->cfg->name);
+		if (text) {
+			hlb_buf_printf(&resp->body, "warning: %s\n", said);
+		} else if (resp->body.len && resp->body.p[resp->body.len - 1] == '}') {
+			resp->body.len--;
+			hlb_buf_puts(&resp->body, ",\"warning\":");
+			hlb_buf_json_str(&resp->body, said);
+			hlb_buf_puts(&resp->body, "}");
+		}
+	}
+	if (!text)
+		hlb_buf_puts(&resp->body, "\n");
 out:
 	free(bs);
 	free(was);

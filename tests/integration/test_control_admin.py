@@ -822,12 +822,20 @@ def set_leaving_no_backend_says_so():
     check(lb.backend("c")["state"] == "drain", "c drained")
     rc, so, se = lb.ctl("set", "c", "ready")
     check(rc == 0 and warning not in so, f"c ready again: no warning: {so!r}")
+    # in JSON, a "warning" member of the answer's object (before, the text answer alone)
+    rc, so, se = lb.ctl("--json", "set", "c", "drain")
+    ans = json.loads(so) if rc == 0 else {}
+    check(ans.get("state") == "drain" and
+          ans.get("warning", "").startswith("service t: no backend takes clients now"),
+          f"ctl --json set c drain: the warning a member of the answer: {rc} {so!r} {se!r}")
+    rc, so, se = lb.ctl("--json", "set", "c", "ready")
+    check(rc == 0 and "warning" not in json.loads(so), f"c ready again, JSON: {so!r}")
     rc, so, se, logged = lb.reload()  # its last line read: every earlier one is too
     warned = [l.split(" ", 2)[2] for l in lb.log if "no backend takes clients" in l]
     check(warned == ['msg="backend set: no backend takes clients" service=t by=admin '
-                     'backends=3'] and "level=warn" in
+                     'backends=3'] * 2 and "level=warn" in
           [l for l in lb.log if "no backend takes clients" in l][0],
-          f"one warning logged, for the set that left none: {warned}")
+          f"a warning logged for each set that left none: {warned}")
     check(lb.stop() == 0, "exit 0")
 
 
