@@ -1718,25 +1718,35 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 			continue;
 		/* Said, so that a drain that ran to its deadline with no
 		 * client left is not a mystery: entries no FIN or RST closed
-		 * (a flow still open, a client gone without one, a connect
-		 * whose SYN no backend answered) keep it going, until unused for
-		 * timeouts.idle (drain_poll()); with none, closing entries used
-		 * within DRAIN_CLOSING_QUIET_MS (a flow's last ACKs) did. Before,
-		 * open_flows=0 came with the first reason too. interface=NAME,
-		 * the name it has now (iface_kv()). */
+		 * (a flow still open, a client gone without one) keep it going,
+		 * until unused for timeouts.idle (drain_poll()); with none,
+		 * closing entries used within DRAIN_CLOSING_QUIET_MS (a flow's
+		 * last ACKs) did. Before, open_flows=0 came with the first reason
+		 * too. A connect whose SYN no backend answered is named only for
+		 * an older hashlb's program that marks no entry closing
+		 * (hashlb_steer_marks_closing()), every entry open there: a
+		 * program that marks them marks that one half-open, closing
+		 * (steer_shared.h; one from before half-open has the same maps,
+		 * and is not told apart). Before, it was named for any program.
+		 * interface=NAME, the name it has now (iface_kv()). */
 		if (e->looked)
 			hlb_log(HLB_LOG_INFO, "kernel steering drain timed out",
 				"service=%s %s drain_ms=%llu open_flows=%u reason=\"%s\"", e->name,
 				iface_kv(e, qi), (unsigned long long)(now - e->drain_start),
 				e->look.open,
-				e->look.open ? "timeouts.drain reached with conntrack entries no "
-					       "FIN or RST has closed: flows still open, or whose "
-					       "client went without one (a connect no backend "
-					       "answered too)"
-					     : "timeouts.drain reached before the entries of flows "
-					       "that have ended (their client's FIN or RST) or "
-					       "never opened (a SYN alone) had gone 10 s unused: "
-					       "a closing flow's last ACKs use its entry");
+				!e->look.open
+					? "timeouts.drain reached before the entries of flows "
+					  "that have ended (their client's FIN or RST) or "
+					  "never opened (a SYN alone) had gone 10 s unused: "
+					  "a closing flow's last ACKs use its entry"
+				: hashlb_steer_marks_closing(e->steer)
+					? "timeouts.drain reached with conntrack entries no FIN "
+					  "or RST has closed: flows still open, or whose client "
+					  "went without one"
+					: "timeouts.drain reached with conntrack entries, which "
+					  "an older hashlb's program never marks closing: flows "
+					  "still open, ended, or whose client went without FIN "
+					  "or RST, or a connect no backend answered");
 		drain_end(rs, e);
 	}
 }
