@@ -1832,7 +1832,8 @@ static bool drain_any(const struct run_steer_svc *e, uint64_t now)
 }
 
 /* A second signal: every drain ends now, each said with the flows it cut, as the daemon's
- * own connections' "drain cut" line says them. Before, only "kernel steering detached ...
+ * own connections' "drain cut" line says them (open_flows=unknown where the scan of its
+ * program failed: before, no line then). Before, only "kernel steering detached ...
  * reason=stopped" came, as for a drain that had ended by itself. */
 static void drain_now(struct hlb_daemon *d, void *arg)
 {
@@ -1844,14 +1845,15 @@ static void drain_now(struct hlb_daemon *d, void *arg)
 	drain_look(rs, drain_any, now);
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
+		char flows[16] = "unknown";
 
 		if (!e->draining)
 			continue;
 		if (e->looked)
-			hlb_log(HLB_LOG_INFO, "kernel steering drain cut",
-				"service=%s %s drain_ms=%llu open_flows=%u reason=second_signal",
-				e->name, iface_kv(e, qi),
-				(unsigned long long)(now - e->drain_start), e->look.open);
+			snprintf(flows, sizeof(flows), "%u", e->look.open);
+		hlb_log(HLB_LOG_INFO, "kernel steering drain cut",
+			"service=%s %s drain_ms=%llu open_flows=%s reason=second_signal", e->name,
+			iface_kv(e, qi), (unsigned long long)(now - e->drain_start), flows);
 		drain_end(rs, e);
 	}
 }
