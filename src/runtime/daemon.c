@@ -2479,14 +2479,15 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d, const char *by)
 	}
 	if (!d->exe || !d->opts.argv) {
 		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place: this executable's path is unknown",
-			NULL);
+			"by=%s", by);
 		upgrade_not_started(d, "could not be started: this hashlb's executable path is "
 				       "unknown");
 		return -ENOENT;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		r = -errno;
-		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "err=%s", strerrorname_np(-r));
+		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "err=%s by=%s",
+			strerrorname_np(-r), by);
 		upgrade_not_started(d, "could not be started, %s (%s): socketpair",
 				    strerrorname_np(-r), strerror(-r));
 		return r;
@@ -2536,8 +2537,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d, const char *by)
 	free(env);
 	close(sv[1]);
 	if (r) {
-		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "exe=%s err=%s",
-			hlb_log_quote(d->exe, qe, sizeof(qe)), strerrorname_np(r));
+		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "exe=%s err=%s by=%s",
+			hlb_log_quote(d->exe, qe, sizeof(qe)), strerrorname_np(r), by);
 		/* which file: the upgrade runs the one at the path this one started from,
 		 * which a deploy may have moved or left unexecutable */
 		upgrade_not_started(d, "could not be started, %s (%s): %s", strerrorname_np(r),

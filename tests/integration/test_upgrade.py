@@ -631,6 +631,10 @@ def missing_executable_is_reported():
     why = f"could not be started, ENOENT (No such file or directory): {real}"
     check(up and up["new_pid"] is None and up["error"] == why,
           f"/status: the upgrade failed, no process started, from which file: {up}")
+    # its line credits the signal, as the other upgrade lines do (before, no by=)
+    gone = [l for l in old.log if 'msg="cannot upgrade in place"' in l]
+    check(gone and re.search(r' err=ENOENT by=signal$', gone[0]),
+          f"the failure's line credits the signal (by=signal): {gone}")
     rc, so, se = old.ctl("status")
     check(rc == 0 and "last upgrade FAILED (this process still serving): the new hashlb "
           f"{why}\n" in so, f"hashlb ctl status says it: {so}{se}")
@@ -667,7 +671,8 @@ def missing_executable_is_reported():
                 break
     finally:
         resource.prlimit(pid, resource.RLIMIT_NOFILE, lim)
-    check(any("err=EMFILE" in l for l in tries), f"the upgrade fails at its socket pair: {tries}")
+    check(any(re.search(r' err=EMFILE by=signal$', l) for l in tries),
+          f"the upgrade fails at its socket pair, the line crediting the signal: {tries}")
     up = old.status().get("upgrade")
     check(up and up["new_pid"] is None and up["error"] == "could not be started, EMFILE "
           "(Too many open files): socketpair", f"/status says that failure's reason: {up}")
