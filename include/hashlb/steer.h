@@ -408,9 +408,10 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
  * (malformed, fragment). A table's ct_hits are its packets less its new_flows and
  * rst_untracked, these read after the packets: never more than the hits there were, but a
  * later reading may show fewer (more new flows came between its two reads), so a reader
- * that shows it as a counter keeps the highest it showed (run_steer_stats()). Of a program of one table, [0] holds the program's. 0; 1 for a program
- * of several tables an older hashlb loaded that counts each table's packets and bytes
- * alone (the others 0); -EOPNOTSUPP for one that counts none, or -errno.
+ * that shows it as a counter keeps the highest it showed (run_steer_stats()). Of a program of one
+ * table, [0] holds the program's. 0; 1 for a program of several tables an older hashlb loaded that
+ * counts each table's packets and bytes alone (the others 0); -EOPNOTSUPP for one that counts none,
+ * or -errno.
  */
 int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_tstats);
 /*
@@ -530,7 +531,8 @@ int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);
 /*
  * Counter <i> of <st>, in the order and with the names hashlb steer --stats shows ("packets",
  * "bytes", "new_flows", "ct_hits", "ct_resched", "ct_evicted", "ct_lost", "rst_untracked",
- * "passed", "drop_malformed", ..., "drop_redirect"): its name, its value in *ret_value; NULL past the last one.
+ * "passed", "drop_malformed", ..., "drop_redirect"): its name, its value in *ret_value; NULL past
+ * the last one.
  */
 const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
 				     uint64_t *ret_value);

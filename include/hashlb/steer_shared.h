@@ -292,15 +292,13 @@ struct hlb_steer_flow_key {
  * closed flow does, not after timeouts.idle. Either way it is still forwarded
  * by, like any other, and evicted like one HLB_STEER_CT_CLOSING_HEAD ticks
  * older. Programs whose hlb_stats2 has ct_closing mark entries closing; in an
- * older one's, bit 32 is part of the tag. A program from before half-open had its tag in bits 63..33, bit 33 the hash's:
- * so an entry not half-open keeps it, and the two read each other's open and
- * closing entries alike (a program grown from the other's keeps its
- * conntrack map, hashlb_steer_grow(): an upgrade, or a rollback). An older
- * program finds no half-open entry (a handshake's ACK then scheduled by the
- * table, counted in ct_lost); before, it missed every entry this one had
- * written whose hash has bit 33 set, half the established flows, and this
- * one read half of the older one's as half-open and reopened the closing
- * ones among them.
+ * older one's, bit 32 is part of the tag. A program from before half-open had its tag in bits
+ * 63..33, bit 33 the hash's: so an entry not half-open keeps it, and the two read each other's open
+ * and closing entries alike (a program grown from the other's keeps its conntrack map,
+ * hashlb_steer_grow(): an upgrade, or a rollback). An older program finds no half-open entry (a
+ * handshake's ACK then scheduled by the table, counted in ct_lost); before, it missed every entry
+ * this one had written whose hash has bit 33 set, half the established flows, and this one read
+ * half of the older one's as half-open and reopened the closing ones among them.
  */
 #define HLB_STEER_CT_WAYS 6
 /*
@@ -346,15 +344,13 @@ HLB_STEER_INLINE __u64 hlb_steer_ct_entry(__u32 tag, __u32 vip, __u32 incarnatio
 }
 
 /*
- * The flow's conntrack hash, of the key's five 64-bit words: not the table's seeded hash (which may cover
- * fewer fields: a source-address key would put all of a client's flows in
- * one bucket with one tag), a cheap one of every field. Five independent
- * multiplies (the key's 64-bit words, each XORed with <seed> first), then
- * murmur3's finaliser so that every bit of the key reaches the bucket bits
- * and the tag. <seed> is the program's own, random (its ct_seed): without it
- * the sum of products is linear enough that a client who knows another
- * flow's tuple computes at once an IPv6 source whose hash is that flow's
- * (bucket, tag and all), and takes or evicts its entry at will.
+ * The flow's conntrack hash, of the key's five 64-bit words: not the table's seeded hash (which may
+ * cover fewer fields: a source-address key would put all of a client's flows in one bucket with one
+ * tag), a cheap one of every field. Five independent multiplies (the key's 64-bit words, each XORed
+ * with <seed> first), then murmur3's finaliser so that every bit of the key reaches the bucket bits
+ * and the tag. <seed> is the program's own, random (its ct_seed): without it the sum of products is
+ * linear enough that a client who knows another flow's tuple computes at once an IPv6 source whose
+ * hash is that flow's (bucket, tag and all), and takes or evicts its entry at will.
  */
 HLB_STEER_INLINE __u64 hlb_steer_ct_hash_words(__u64 w0, __u64 w1, __u64 w2, __u64 w3, __u64 w4,
 					       __u64 seed)

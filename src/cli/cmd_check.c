@@ -256,7 +256,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 	/* the forwarder's, per connection it makes: the kernel path makes none (a kernel-steered
 	 * service refuses a max_connections but 0 and the others), but the daemon's own listener
 	 * on the VIP serves its clients with the defaults while the kernel has no table of the
-	 * service, as the timeouts: printed so (it printed "none", and 10,000 clients could come) */
+	 * service, as the timeouts: printed so (it printed "none", and 10,000 clients could
+	 * come) */
 	if (s->steering == HASHLB_STEERING_KERNEL)
 		printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32
 		       " (only for clients the daemon's listener serves while the kernel has no "

@@ -428,11 +428,11 @@ int cmd_run(int argc, char **argv)
 	int r;
 
 	/* SIGHUP and SIGUSR2 terminate a process by default: held from the
-	 * start (main()'s first statement), so one that arrives while the config loads (its names may take
-	 * seconds to resolve) reloads or upgrades once the daemon runs instead.
-	 * SIGUSR1 too, which the daemon logs and ignores: a logrotate script's
-	 * (nginx's reopen) killed a hashlb still loading, such as the new
-	 * process of an upgrade in place, failing the upgrade.
+	 * start (main()'s first statement), so one that arrives while the config loads (its names
+	 * may take seconds to resolve) reloads or upgrades once the daemon runs instead. SIGUSR1
+	 * too, which the daemon logs and ignores: a logrotate script's (nginx's reopen) killed a
+	 * hashlb still loading, such as the new process of an upgrade in place, failing the
+	 * upgrade.
 	 *
 	 * SIGTERM, SIGINT and SIGQUIT, which the daemon drains on, end a hashlb
 	 * still loading at once: it has no connection yet. SIGQUIT as SIGTERM:

@@ -104,7 +104,8 @@ struct run_steer_svc {
 	bool draining;
 	uint64_t drain_start, drain_until;
 	struct hlb_daemon_timer *drain_timer;
-	/* Left attached, its VIP open, for the restart after a worker's failure (kept_for_restart()) */
+	/* Left attached, its VIP open, for the restart after a worker's failure
+	 * (kept_for_restart()) */
 	bool kept;
 	/* Its program marks closing entries (drain_poll()): <drain_quiet> once
 	 * a poll looked, the closing entries' sum then <drain_closing>,

@@ -23,8 +23,8 @@
 #define HTTP_BUSY_TIMEOUT_MS(h) ((h)->timeout_ms / 10)
 /* How long an answer with descriptors riding on it (GET /sockets) waits in all for its client to
  * read what does not fit the socket when the descriptors still to go cannot be kept (copies:
- * the fd limit, HTTP_FDS_KEPT_MAX): it holds the control thread (checks, other requests) meanwhile. Else it goes
- * on the loop as any answer does (conn_fds_keep()). */
+ * the fd limit, HTTP_FDS_KEPT_MAX): it holds the control thread (checks, other requests) meanwhile.
+ * Else it goes on the loop as any answer does (conn_fds_keep()). */
 #define HTTP_FDS_SEND_MS 1000
 /* The most descriptors the answers of every connection keep copied at once (conn_fds_keep()):
  * one GET /sockets's most (admin.c's SOCKETS_MAX). Past it, an answer waits in poll() as where
@@ -93,7 +93,8 @@ struct http_shed {
 	/* answered then (with no byte of the request come, not a HEAD), or closed then, its
 	 * client ended or not */
 	uint64_t until;
-	bool answered; /* its 503 written: it lingers (else it waits for its request's first byte) */
+	/* its 503 written: it lingers (else it waits for its request's first byte) */
+	bool answered;
 	uint64_t seq; /* when it began to linger: h->lingers then */
 	size_t lingered; /* bytes read since */
 };
@@ -1093,12 +1094,12 @@ static void http_accept(void *arg, uint32_t events)
 				continue;
 			return;
 		}
-		/* a lingering connection, answered, gives its place first, the one lingering longest first:
-		 * clients that do not close theirs do not keep others out for 2 s. What its client
-		 * sent is read first, so that the close is a FIN behind the answer; only what it
-		 * sends after draws a reset. The places are counted, not the connections: those
-		 * answered 503 over the 64 that linger hold none, and while one is free, no
-		 * connection is given up (nor the new one made busy) for them */
+		/* a lingering connection, answered, gives its place first, the one lingering
+		 * longest first: clients that do not close theirs do not keep others out for 2 s.
+		 * What its client sent is read first, so that the close is a FIN behind the answer;
+		 * only what it sends after draws a reset. The places are counted, not the
+		 * connections: those answered 503 over the 64 that linger hold none, and while one
+		 * is free, no connection is given up (nor the new one made busy) for them */
 		while (http_placed(h) >= HLB_HTTP_CONNS_MAX &&
 		       (c = conn_lingering_oldest(h, CONN_PLACED)))
 			conn_give_up(c);

@@ -13,15 +13,13 @@
  * scheme or table parameters builds from scratch. The pool writes each
  * backend's admin, healthy and (admin weight command) weight before
  * building: the runtime derives the down set from them
- * (hlb_backend_usable()). Changes are coalesced: the first one schedules a build HLB_POOL_DEBOUNCE_MS later,
- * and builds of a service are at least HLB_POOL_MIN_GAP_MS apart, a gap
- * that doubles while builds keep coming (up to HLB_POOL_MAX_GAP_MS) and
- * resets after a quiet second. So a lone failure is in the table within
- * milliseconds of its verdict, a burst seen at once costs one build, and a
- * stream of changes (checks finding a dead rack's backends one by one)
- * costs about ten builds a second, not one per backend. A Maglev retry
- * table asked for by a worker (hlb_pool_failing()) is built without the
- * debounce, within the same gap.
+ * (hlb_backend_usable()). Changes are coalesced: the first one schedules a build
+ * HLB_POOL_DEBOUNCE_MS later, and builds of a service are at least HLB_POOL_MIN_GAP_MS apart, a gap
+ * that doubles while builds keep coming (up to HLB_POOL_MAX_GAP_MS) and resets after a quiet
+ * second. So a lone failure is in the table within milliseconds of its verdict, a burst seen at
+ * once costs one build, and a stream of changes (checks finding a dead rack's backends one by one)
+ * costs about ten builds a second, not one per backend. A Maglev retry table asked for by a worker
+ * (hlb_pool_failing()) is built without the debounce, within the same gap.
  *
  * A backend is "down" in the table when its health is down or its admin
  * state is drain or maint. Drain and maint differ in that maint also stops
@@ -88,8 +86,8 @@ struct hlb_pool_backend {
 	uint64_t trial_served;
 	uint64_t passive_holds; /* holds of passive-only health begun (hold_until_ms set) */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
-	uint64_t
-		drained_ms; /* removed and drained: its series go at this + HLB_POOL_DRAINED_KEEP_MS */
+	/* removed and drained: its series go at this + HLB_POOL_DRAINED_KEEP_MS */
+	uint64_t drained_ms;
 	/* went down under health.close_on_down: its connections are closed once
 	 * a table without it is published */
 	bool close_pending;

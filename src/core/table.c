@@ -823,9 +823,9 @@ static int table_summary(struct hashlb_table *t)
 
 /*
  * Of <t>'s bytes, those of its refcounted arrays, which hashlb_table_account() counts once
- * however many accounted tables hold them: Maglev's full, effective (if its own) and kept slots, the ring's
- * full points and effective ones (if its own), and the owner blocks. Worked out, not kept:
- * the table's size is in what hashlb_table_bytes() and the memory cap count.
+ * however many accounted tables hold them: Maglev's full, effective (if its own) and kept slots,
+ * the ring's full points and effective ones (if its own), and the owner blocks. Worked out, not
+ * kept: the table's size is in what hashlb_table_bytes() and the memory cap count.
  */
 static size_t table_bytes_refcounted(const struct hashlb_table *t)
 {

@@ -518,7 +518,8 @@ static void worker_commands(struct worker *w)
 		case CMD_ADOPT:
 			conn_adopt(w, cmd->svc, cmd->fd, cmd->left_ms, cmd->waited_ms,
 				   cmd->addrs ? cmd->addr : NULL);
-			/* once its connection counts (conn_new()): always counted by one or the other */
+			/* once its connection counts (conn_new()): always counted by one or the
+			 * other */
 			atomic_fetch_sub_explicit(&w->proxy->adopting, 1, memory_order_release);
 			hlb_service_unref(cmd->svc);
 			break;
@@ -954,8 +955,8 @@ static void *worker_main(void *arg)
 			break;
 		}
 		/* Every completion handled on w->now_ms was posted before it was read, so that an
-		 * activity's stamp (a connection's last_ms) is never earlier than the activity: those
-		 * posted during the turn (at a submit made in it) read the clock again. */
+		 * activity's stamp (a connection's last_ms) is never earlier than the activity:
+		 * those posted during the turn (at a submit made in it) read the clock again. */
 		ready = io_uring_cq_ready(&w->ring);
 		w->now_ms = clock_ms();
 		n = 0;
@@ -1226,7 +1227,8 @@ ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret, size_t *
 	p->lent_answers = 0;
 	pthread_mutex_unlock(&p->lent_lock);
 	p->lending = false;
-	/* the longest waiting first (of one worker's queue, ties are clients queued in the same ms) */
+	/* the longest waiting first (of one worker's queue, ties are clients queued in the same
+	 * ms) */
 	if (n > 1)
 		qsort(*ret, n, sizeof(**ret), lent_cmp);
 	return (ssize_t)n;

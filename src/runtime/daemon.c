@@ -154,7 +154,8 @@ struct hlb_daemon {
 	int successor_pidfd; /* successor's, -1: none */
 	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
 	pid_t taker; /* its pid */
-	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
+	/* the last upgrade that failed: its process (-1: none started), and how */
+	pid_t up_failed_pid;
 	char up_failed_how[PATH_MAX + 128]; /* why; the file, if it could not run */
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 	/* started so: the old one's health once this one is ready (HLB_FDPASS_RESYNC) */

@@ -47,8 +47,8 @@
  * shared atomics touched once per connection, never per I/O: a service's
  * and a backend's <active> (max_connections, bounded load), a backend's
  * <consecutive_fail> and <connect_err> (written only on failures, and the
- * first on the first success after one) and its <rare_ends> (the ends the control plane or a shutdown
- * causes, enum hlb_end).
+ * first on the first success after one) and its <rare_ends> (the ends the control plane or a
+ * shutdown causes, enum hlb_end).
  *
  * Passive health: a worker counts every refused connect into connect_fail,
  * every timed-out connect into connect_timeout, and into the backend's
@@ -653,8 +653,8 @@ struct hlb_service {
 	 * drain, and no new one is made to its backends, which drain too. */
 	atomic_bool removed;
 	/* max_connections_per_client: open connections per client (its
-	 * address cut to client_prefix), made by the control plane before the first snapshot that sets the
-	 * limit is published, then kept for the service's life */
+	 * address cut to client_prefix), made by the control plane before the first snapshot that
+	 * sets the limit is published, then kept for the service's life */
 	_Atomic(struct hlb_clients *) clients;
 	/* max_connection_rate: the theoretical arrival time of the next
 	 * connection (CLOCK_MONOTONIC ns), shared by the workers, and the step

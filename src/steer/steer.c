@@ -1215,7 +1215,8 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 			continue;
 		m = map_index(mi.name);
 		/* hlb_tnames is read into and written from a struct hlb_steer_tname: another
-		 * hashlb's of another value size is taken for none (a larger one would overrun it) */
+		 * hashlb's of another value size is taken for none (a larger one would overrun
+		 * it) */
 		if (m < 0 || s->fd[m] >= 0 ||
 		    (m == M_TNAMES && mi.value_size != sizeof(struct hlb_steer_tname))) {
 			close(fd);

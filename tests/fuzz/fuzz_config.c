@@ -1,4 +1,6 @@
-/* Fuzzes hashlb_config_parse() with any bytes as a config file: it loads a config whose every field is in range, or refuses it with a file:line:column error inside the text; never a crash, a leak or undefined behaviour. */
+/* Fuzzes hashlb_config_parse() with any bytes as a config file: it loads a config whose every field
+ * is in range, or refuses it with a file:line:column error inside the text; never a crash, a leak
+ * or undefined behaviour. */
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <stdbool.h>

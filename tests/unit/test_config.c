@@ -1,4 +1,5 @@
-/* Proves a bad config is refused at its exact line:column with what is wrong, defaults fill every field, and every example config in configs/ loads. */
+/* Proves a bad config is refused at its exact line:column with what is wrong, defaults fill every
+ * field, and every example config in configs/ loads. */
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -1827,9 +1827,10 @@ static void test_failed_start_leaves_the_path(void **state)
 }
 
 /*
- * open64() (linked with --wrap=open64: open() with 64-bit offsets): with <steal_devnull> set, the next open of /dev/null first
- * takes the lowest free descriptor into <stolen>, as a worker's accept at the fd limit can
- * between the endpoint's close of a connection and its opening of the reserve again.
+ * open64() (linked with --wrap=open64: open() with 64-bit offsets): with <steal_devnull> set, the
+ * next open of /dev/null first takes the lowest free descriptor into <stolen>, as a worker's accept
+ * at the fd limit can between the endpoint's close of a connection and its opening of the reserve
+ * again.
  */
 int __real_open64(const char *path, int flags, ...);
 int __wrap_open64(const char *path, int flags, ...);

@@ -1,4 +1,5 @@
-/* Proves the health overlay: a down backend moves only its own keys, spread over all survivors, and they all come back. */
+/* Proves the health overlay: a down backend moves only its own keys, spread over all survivors, and
+ * they all come back. */
 // SPDX-License-Identifier: MIT
 #include <math.h>
 #include <stdlib.h>

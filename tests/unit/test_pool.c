@@ -2255,7 +2255,8 @@ static void test_reload_turning_checks_off_revives_down_backends(void **state)
 	fixture_teardown(&f);
 }
 
-/* log_connections lives in the snapshot: a reload changing only it publishes; a refresh keeps it. */
+/* log_connections lives in the snapshot: a reload changing only it publishes; a refresh keeps
+ * it. */
 static void test_reload_switches_log_connections(void **state)
 {
 	struct fixture f;

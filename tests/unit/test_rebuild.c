@@ -1,4 +1,5 @@
-/* Proves hashlb_table_rebuild(): after any change of weights, membership, order or down set, the table is bit-identical to a fresh build, and its errors are the build's. */
+/* Proves hashlb_table_rebuild(): after any change of weights, membership, order or down set, the
+ * table is bit-identical to a fresh build, and its errors are the build's. */
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 

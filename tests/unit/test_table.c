@@ -1,4 +1,5 @@
-/* Proves the table API: every build error with its exact return, list-order independence, preference lists, accessors. */
+/* Proves the table API: every build error with its exact return, list-order independence,
+ * preference lists, accessors. */
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <math.h>
