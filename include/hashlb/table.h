@@ -280,15 +280,9 @@ int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hash
 /* Bytes of memory the table holds, those it shares with another table included. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
 /*
- * Of hashlb_table_bytes(<t>), those outside the arrays that tables share (Maglev's slot
- * arrays, 2 bytes a slot each; a ring's points, 10 bytes a point and one more; the owner
- * blocks): what the table holds alone, which hashlb_table_account() counts for it whatever
- * other tables hold.
- */
-size_t hashlb_table_bytes_unshared(const struct hashlb_table *t);
-/*
  * The bytes a total of the tables a caller holds (hlb_snapshot_tables_bytes(): those of the
- * snapshots alive) gains as <t> joins it: hashlb_table_bytes_unshared(<t>), and each array
+ * snapshots alive) gains as <t> joins it: the bytes it holds alone (outside the arrays that
+ * tables share: Maglev's slot arrays, a ring's points, the owner blocks), and each array
  * tables share that <t> holds and no table in the total holds already, so that each counts
  * once however many tables of the total hold it (where a sum of hashlb_table_bytes() counts
  * it once a table: a table and the one hashlb_table_with_down() or hashlb_table_rebuild() made

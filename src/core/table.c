@@ -1627,13 +1627,15 @@ size_t hashlb_table_bytes(const struct hashlb_table *t)
 	return t->bytes;
 }
 
-size_t hashlb_table_bytes_unshared(const struct hashlb_table *t)
+/* Of hashlb_table_bytes(<t>), those outside the arrays that tables share: what the table holds
+ * alone, which hashlb_table_account() counts for it whatever other tables hold. */
+static size_t table_bytes_unshared(const struct hashlb_table *t)
 {
 	return t->bytes - table_bytes_refcounted(t);
 }
 
 /* table_accounted_step() on each shared array <t> holds, a step a reference: what the accounted
- * total gains (<add>) or loses with <t> besides hashlb_table_bytes_unshared(<t>). */
+ * total gains (<add>) or loses with <t> besides table_bytes_unshared(<t>). */
 static uint64_t table_account_shared(const struct hashlb_table *t, bool add)
 {
 	uint64_t m = (uint64_t)t->params.maglev_m * sizeof(uint16_t), n = 0;
@@ -1656,12 +1658,12 @@ static uint64_t table_account_shared(const struct hashlb_table *t, bool add)
 
 uint64_t hashlb_table_account(const struct hashlb_table *t)
 {
-	return hashlb_table_bytes_unshared(t) + table_account_shared(t, true);
+	return table_bytes_unshared(t) + table_account_shared(t, true);
 }
 
 uint64_t hashlb_table_unaccount(const struct hashlb_table *t)
 {
-	return hashlb_table_bytes_unshared(t) + table_account_shared(t, false);
+	return table_bytes_unshared(t) + table_account_shared(t, false);
 }
 
 /* Whether <slots> is one of <t>'s slot arrays. */
