@@ -452,14 +452,6 @@ static void print_table_row(const struct table_figures *t, const char *name, int
 	printf(json ? "]" : "\n");
 }
 
-/* Whether print_stats() shows a table_ row of counter <i> (hashlb_steer_stats_field()'s index):
- * one each table counts its own of, packets and bytes alone of a program that counts no more
- * (an older hashlb's). */
-static bool table_row_shown(const struct table_figures *t, unsigned i)
-{
-	return hashlb_steer_stats_field_own(i, t->tstats_all);
-}
-
 /* One figure of print_stats(): a JSON member, or a line, its name padded to <width>. */
 static void print_stat(const char *name, int width, uint64_t v, bool json)
 {
@@ -489,7 +481,7 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 
 	for (unsigned i = 0; t->n > 1 && t->tstats && (name = hashlb_steer_stats_field(st, i, &v));
 	     i++)
-		if (table_row_shown(t, i) && (int)strlen(name) + 6 > width)
+		if (hashlb_steer_stats_field_own(i, t->tstats_all) && (int)strlen(name) + 6 > width)
 			width = (int)strlen(name) + 6; /* "table_" */
 
 	if (json)
@@ -507,7 +499,7 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 		 * an older hashlb's program) the others */
 		for (unsigned i = 0; t->tstats && (name = hashlb_steer_stats_field(st, i, &v));
 		     i++) {
-			if (!table_row_shown(t, i))
+			if (!hashlb_steer_stats_field_own(i, t->tstats_all))
 				continue;
 			snprintf(row, sizeof(row), "table_%s", name);
 			print_table_row(t, row, width, (int)i, json);
