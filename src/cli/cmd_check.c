@@ -626,11 +626,12 @@ int cmd_check(int argc, char **argv)
 		}
 		hashlb_bytes_format(c->table_bytes, tb, sizeof(tb));
 		printf("tables: up to %s with backends down", tb);
-		hashlb_bytes_format(c->table_memory, tm, sizeof(tm));
-		if (c->table_memory)
+		if (c->table_memory) {
+			hashlb_bytes_format(c->table_memory, tm, sizeof(tm));
 			printf(", of table_memory %s\n", tm);
-		else
+		} else {
 			printf(" (table_memory 0: no cap)\n");
+		}
 		for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 			printf("\n");
 			r = print_service(&c->services[i]);

@@ -680,12 +680,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		       ctl->reloads_ok, ctl->reloads_failed);
 	/* in the units hashlb check says them in; /status' JSON has the bytes */
 	hashlb_bytes_format(hlb_snapshot_tables_bytes(), tables, sizeof(tables));
-	hashlb_bytes_format(ctl->cfg->table_memory, cap, sizeof(cap));
 	hlb_buf_printf(o, "tables: %s held", tables);
-	if (ctl->cfg->table_memory)
+	if (ctl->cfg->table_memory) {
+		hashlb_bytes_format(ctl->cfg->table_memory, cap, sizeof(cap));
 		hlb_buf_printf(o, ", table_memory %s\n", cap);
-	else
+	} else {
 		hlb_buf_puts(o, ", table_memory 0 (no cap)\n");
+	}
 	limits_get(ctl, &l);
 	if (l.nofile >= 0)
 		hlb_buf_printf(o, "fd limit: %" PRId64 " (%" PRId64 " open)", l.nofile, l.open_fds);
