@@ -565,12 +565,6 @@ static void diag_sink(struct fy_diag *diag, void *user, const char *buf, size_t 
 		snprintf(b->diag_msg, sizeof(b->diag_msg), "%.*s", (int)len, buf);
 }
 
-/*
- * Whether the text at <pos> is the ':' of an unquoted "[IPV6]:PORT": YAML
- * reads "[::1]" as a flow list, and libfyaml's error at the ':' after it
- * ("invalid value after mapping") does not say that the address wants
- * quotes, the most common way to get there.
- */
 /* The offset in the text of <pos> (1-based line and column), or where its line ends. */
 static size_t pos_offset(const struct ybuilder *b, struct hashlb_pos pos)
 {
@@ -597,6 +591,12 @@ static int line_indent(const struct ybuilder *b, int line)
 	return i + n >= b->len || b->text[i + n] == '\n' || b->text[i + n] == '\r' ? -1 : (int)n;
 }
 
+/*
+ * Whether the text at <pos> is the ':' of an unquoted "[IPV6]:PORT": YAML
+ * reads "[::1]" as a flow list, and libfyaml's error at the ':' after it
+ * ("invalid value after mapping") does not say that the address wants
+ * quotes, the most common way to get there.
+ */
 static bool at_bracket_port(const struct ybuilder *b, struct hashlb_pos pos)
 {
 	const char *t = b->text;
