@@ -22,7 +22,12 @@ static void usage(FILE *f)
 	      "  health   ms of a Maglev backend going down and back against the full build\n"
 	      "           (M=65537, 655373 and 16777259, N=2 to 1000), and where its clients land\n"
 	      "  --quick  fewer keys and repetitions (seconds, for demos and smoke runs;\n"
-	      "           health: M=65537 only)\n",
+	      "           health: M=65537 only)\n"
+	      "  --format md (default): Markdown tables, as in bench/RESULTS.md;\n"
+	      "           csv: per table a '#' title line and a header row, each row's first\n"
+	      "           column the table's id, '-' where a column has no value, notes as\n"
+	      "           '#' lines; json: {\"command\", \"items\": [{\"note\"} or {\"table\" (its id),\n"
+	      "           \"title\", \"rows\": [{COLUMN: number, string or null}]}]}\n",
 	      f);
 }
 

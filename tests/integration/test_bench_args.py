@@ -48,6 +48,11 @@ for name, refused in benches.items():
 
 st, out, err = run(os.path.join(BUILD, "bench", "hashlb-bench"), "--help")
 check(st == 0 and "hash % N" in out and "%%" not in out, f"hashlb-bench --help: {out!r}")
+# --format's three outputs, which only its synopsis named: what a script reading csv or json
+# finds there (the table's id first in csv, '-' for no value; json's items and rows)
+check(all(w in out for w in ("--format md (default)", "csv: ", "'-' where a column has no",
+                             "json: {\"command\", \"items\"", "\"rows\"")),
+      f"hashlb-bench --help names no format's shape: {out!r}")
 
 # hashlb-bench's options: --help after the command too (it named '--help' an unknown option,
 # exit 2); --format without its value, or with one it does not take, says so and names the
