@@ -61,7 +61,7 @@ check(all(w in out for w in ("--format md (default)", "csv: ", "'-' where a colu
 HB = os.path.join(BUILD, "bench", "hashlb-bench")
 for cmd in ("schemes", "lookup", "health"):
     for flag in ("--help", "-h"):
-        st, out, err = run(HB, cmd, "--quick", flag)
+        st, out, err = run(HB, "--format", "json", cmd, "--quick", flag)
         check(st == 0 and out.startswith("usage: hashlb-bench") and err == "",
               f"hashlb-bench {cmd} --quick {flag}: exit {st}, stdout {out[:200]!r}, "
               f"stderr {err[:200]!r}")
@@ -76,6 +76,21 @@ refused = {
     ("schemes", "--quick", "extra"): "hashlb-bench: unexpected argument 'extra'\n",
     ("schemes", "--quik"): "hashlb-bench: unexpected argument '--quik'\n",
 }
+# The options before the command too, judged the same ("--format xml schemes" said "unknown
+# command '--format'"); --format given twice is refused as hashlb's commands refuse an option
+# of one value given twice (the first was dropped unsaid); no command at all is named as such.
+refused.update({
+    ("--format", "xml", "schemes"):
+        "hashlb-bench: invalid value 'xml' for option --format (md, csv or json)\n",
+    ("--quick", "--format=csv", "schemes", "--format", "json"):
+        "hashlb-bench: option --format given twice ('csv', then 'json'): give it once\n",
+    ("lookup", "--format", "md", "--format=md"):
+        "hashlb-bench: option --format given twice ('md', then 'md'): give it once\n",
+    ("--quik", "health"): "hashlb-bench: unexpected argument '--quik'\n",
+    ("--quick",): "hashlb-bench: no command given: schemes, lookup or health\n",
+    (): "hashlb-bench: no command given: schemes, lookup or health\n",
+    ("help",): "hashlb-bench: unknown command 'help' (schemes, lookup or health)\n",
+})
 for args, first in refused.items():
     st, out, err = run(HB, *args)
     check(st == 2 and out == "" and err.startswith(first)
