@@ -13,7 +13,8 @@ def arguments(doc):
     """A parser for the script <doc> documents (its first line the description), with
     --hashlb."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("--hashlb", required=True)
+    ap.add_argument("--hashlb", required=True,
+                    help="the hashlb binary to run (build/src/cli/hashlb)")
     return ap
 
 
@@ -21,10 +22,20 @@ def parse(ap):
     """<ap>'s arguments, with HASHLB set to --hashlb, HASHLB_SOURCE_ROOT to this tree unless
     set, and tests/integration's helpers importable."""
     args = ap.parse_args()
+    executable(ap, args.hashlb)
     os.environ["HASHLB"] = os.path.abspath(args.hashlb)
     os.environ.setdefault("HASHLB_SOURCE_ROOT", ROOT)
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
     return args
+
+
+def executable(ap, path, option="--hashlb"):
+    """<path>, if it is a file this user may run; else <ap>'s usage error naming <option>
+    (exit 2), after the other arguments' own. A mistyped --hashlb ended in a traceback
+    (FileNotFoundError) once the backends had been started, or in a run of the peers alone."""
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        ap.error(f"argument {option}: no executable file {path!r}")
+    return path
 
 
 def count(text):

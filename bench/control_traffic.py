@@ -89,6 +89,7 @@ def main():
     ap.add_argument("--backend", choices=("nginx", "python"),
                     default="nginx" if os.path.exists(NGINX) else "python")
     a = ap.parse_args()
+    benchenv.executable(ap, a.hashlb)
     procs = []
     work = tempfile.mkdtemp(prefix="hashlb-ctltraffic-")
     try:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from benchenv import count  # noqa: E402
+from benchenv import count, executable  # noqa: E402
 
 
 def config(admin, services, backends, workers, table_size):
@@ -120,6 +120,9 @@ def main():
     ap.add_argument("--name", action="append", default=[],
                     help="a family the scrapes ask for (name[]=), any number of times")
     a = ap.parse_args()
+    executable(ap, a.hashlb)
+    if a.baseline:
+        executable(ap, a.baseline, "--baseline")
     print(f"{a.services} services x {a.backends} backends, {a.table_size} slots, "
           f"{a.workers} workers, {a.scrapes} scrapes" + (f" of {', '.join(a.name)}" if a.name else ""), flush=True)
     r = measure(a.hashlb, a)

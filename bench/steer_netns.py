@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from benchenv import count, positive  # noqa: E402
+from benchenv import count, executable, positive  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "steer"))
@@ -70,6 +70,7 @@ def main():
     ap.add_argument("--seconds", type=positive, default=3)
     ap.add_argument("--conns", type=count, default=4)
     a = ap.parse_args()
+    executable(ap, a.hashlb)
     T.need_root()
     hashlb = os.path.abspath(a.hashlb)
     results = {}

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from benchenv import count  # noqa: E402
+from benchenv import count, executable  # noqa: E402
 
 
 def main():
@@ -31,6 +31,7 @@ def main():
                     help="every service on one interface, sharing its program")
     ap.add_argument("--flows", type=count, help="each service's steering_flows")
     a = ap.parse_args()
+    executable(ap, a.hashlb)
     if os.geteuid() != 0:
         print("SKIP: network namespaces and BPF need root")
         return 77

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from benchenv import count, positive  # noqa: E402
+from benchenv import count, executable, positive  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--hold", action="store_true")
     ap.add_argument("--units", default=os.path.join(HERE, ".."))
     a = ap.parse_args()
+    executable(ap, a.hashlb)
     if a.restarts > 100 or a.threads > 16:
         raise SystemExit("bounded: at most 100 restarts and 16 threads")
     os.environ["HASHLB"] = os.path.abspath(a.hashlb)

@@ -126,5 +126,20 @@ for script, refused in py_benches.items():
         check(st == 2 and out == "" and f"error: argument {opt}: {what}, not '{value}'" in err,
               f"{script} {opt} {value}: exit {st}, stdout {out[:200]!r}, stderr {err[-300:]!r}")
 
+# --hashlb naming no file it can run is refused the same way, before anything starts (a
+# traceback, FileNotFoundError, once scheme_traffic.py's backends had started, before);
+# metrics_scrape.py's --baseline too.
+for script in py_benches:
+    path = os.path.join(SRC, "bench", script)
+    cases = [("--hashlb", "/nonexistent/hashlb"), ("--hashlb", SRC)]  # no file; a directory
+    if script == "metrics_scrape.py":
+        cases.append(("--baseline", "/nonexistent/base"))
+    for opt, bad in cases:
+        given = [] if opt == "--hashlb" else ["--hashlb", sys.executable]
+        st, out, err = run(sys.executable, path, *given, opt, bad)
+        check(st == 2 and out == "" and f"error: argument {opt}: no executable file {bad!r}"
+              in err, f"{script} {opt} {bad}: exit {st}, stdout {out[:200]!r}, "
+              f"stderr {err[-300:]!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
