@@ -927,8 +927,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="smoke check: 1 repetition, 2 s runs, 1,000 idle connections")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
-    ap.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions, from 1 (default 5)")
+    ap.add_argument("--duration", type=int, default=10, help="seconds per run, from 1 (default 10)")
     ap.add_argument("--lbs", default="hashlb,haproxy,nginx,direct",
                     help="comma list of hashlb, haproxy, nginx, direct, and, not in the "
                          "default list, haproxy-splice (HAProxy splicing both ways) and bare "
@@ -937,7 +937,8 @@ def main():
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma list of " + ", ".join(WORKLOADS))
     ap.add_argument("--hashlb", help="path of the hashlb binary (default: build/src/cli/hashlb, "
-                    "$HASHLB, PATH); hashlb is skipped when none is found")
+                    "$HASHLB, PATH); hashlb is skipped when none of those is found, a path "
+                    "given that it cannot run is refused")
     ap.add_argument("--bare", help="path of the bare forwarder (default: "
                     "build/bench/peers/hashlb-bench-bare)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
@@ -982,11 +983,33 @@ def main():
     lbs = [x for x in args.lbs.split(",") if x]
     workloads = [x for x in args.workloads.split(",") if x]
     args.profile = [x for x in args.profile.split(",") if x]
-    if args.profile and not shutil.which("perf"):
-        ap.error("--profile needs perf (linux-perf)")
     for w in workloads:
         if w not in WORKLOADS:
             ap.error(f"unknown workload {w}")
+    # Judged before anything starts: each of these was taken, and the run started backends and
+    # load balancers before it failed (an unknown LB), measured nothing (0 repetitions or
+    # seconds), or went on without hashlb (a --hashlb it cannot run).
+    for opt, value, low, high in (("--reps", args.reps, 1, None),
+                                  ("--duration", args.duration, 1, None),
+                                  ("--idle-conns", args.idle_conns, 0, None),
+                                  ("--port-base", args.port_base, 1, 65535 - 40),
+                                  ("--nice", args.nice, -20, 19)):
+        if value < low or (high is not None and value > high):
+            ap.error(f"argument {opt}: " + (f"{low} to {high}" if high is not None
+                                            else f"a whole number from {low}")
+                     + f", not {value}")
+    known = ["hashlb", "haproxy", "nginx", "direct", "haproxy-splice", "bare"]
+    variant_names = [spec.partition("=")[0] for spec in args.variant]
+    named = known + variant_names
+    for opt, lb in ([("--lbs", lb) for lb in lbs] + [("--profile", lb) for lb in args.profile]
+                    + [("--candidate", args.candidate)]):
+        if lb not in named:
+            ap.error(f"argument {opt}: unknown load balancer {lb!r} ({', '.join(named)})")
+    lbs = [lb for lb in lbs if lb not in variant_names]  # each variant is added below, once
+    if args.hashlb and not (os.path.isfile(args.hashlb) and os.access(args.hashlb, os.X_OK)):
+        ap.error(f"argument --hashlb: no executable file {args.hashlb!r}")
+    if args.profile and not shutil.which("perf"):
+        ap.error("--profile needs perf (linux-perf)")
     for tool in ("nginx", "haproxy", "wrk", "taskset", "ss"):
         if not shutil.which(tool):
             log(f"peers: {tool} not found (scripts/setup.sh installs it); skipping")

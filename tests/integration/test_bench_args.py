@@ -14,11 +14,11 @@ from lbtest import check, failures
 BUILD = os.environ.get("HASHLB_BUILD_ROOT", "build")
 
 
-def run(exe, *args):
-    """(exit status, stdout, stderr) of <exe> <args>; a run that measures takes longer than
-    the bound and is stopped, a failure (None)."""
+def run(exe, *args, env=None):
+    """(exit status, stdout, stderr) of <exe> <args> (in <env>, if given); a run that measures
+    takes longer than the bound and is stopped, a failure (None)."""
     try:
-        p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=30)
+        p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=30, env=env)
     except subprocess.TimeoutExpired:
         return None, "", "still running after 30 s: it measures"
     return p.returncode, p.stdout, p.stderr
@@ -140,6 +140,35 @@ for script in py_benches:
         check(st == 2 and out == "" and f"error: argument {opt}: no executable file {bad!r}"
               in err, f"{script} {opt} {bad}: exit {st}, stdout {out[:200]!r}, "
               f"stderr {err[-300:]!r}")
+
+# bench/peers/peers.py judges its numbers and names before it starts anything: it took each
+# of these and started nginx backends and the load balancers (then failed on an unknown LB, or
+# measured 0 repetitions, or ran without hashlb: --hashlb named no file). Run with no PATH, so
+# that one taken ends at once (exit 77, no nginx) instead of measuring.
+peers = os.path.join(SRC, "bench", "peers", "peers.py")
+lbs = "(hashlb, haproxy, nginx, direct, haproxy-splice, bare)"
+peers_refused = {
+    ("--reps", "0"): "argument --reps: a whole number from 1, not 0",
+    ("--duration", "-3"): "argument --duration: a whole number from 1, not -3",
+    ("--idle-conns", "-1"): "argument --idle-conns: a whole number from 0, not -1",
+    ("--port-base", "65500"): "argument --port-base: 1 to 65495, not 65500",
+    ("--nice", "20"): "argument --nice: -20 to 19, not 20",
+    ("--lbs", "hashlb,nginix"): f"argument --lbs: unknown load balancer 'nginix' {lbs}",
+    ("--candidate", "hashbl"): f"argument --candidate: unknown load balancer 'hashbl' {lbs}",
+    ("--profile", "hashlb,x"): f"argument --profile: unknown load balancer 'x' {lbs}",
+    ("--hashlb", "/nonexistent/hashlb"): "argument --hashlb: no executable file "
+                                         "'/nonexistent/hashlb'",
+}
+for args, what in peers_refused.items():
+    st, out, err = run(sys.executable, peers, *args,
+                       env={**os.environ, "PATH": "/nonexistent", "HASHLB_PEERS_ARGS": ""})
+    check(st == 2 and out == "" and f"peers.py: error: {what}\n" in err,
+          f"peers.py {' '.join(args)}: exit {st}, stdout {out[:200]!r}, stderr {err[-300:]!r}")
+# a --variant's name is one of the LBs (it is measured without being listed, once if listed)
+st, out, err = run(sys.executable, peers, "--lbs", "hashlb,big", "--variant", "big=--busy-poll 10",
+                   "--candidate", "big", env={**os.environ, "PATH": "/nonexistent",
+                                              "HASHLB_PEERS_ARGS": ""})
+check(st == 77 and "nginx not found" in err, f"peers.py --variant big: exit {st}, {err[-300:]!r}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
