@@ -2,7 +2,8 @@
 """Ring against Maglev under real TCP traffic through hashlb: the articles' experiments
 (spread, a node removed, a node added) with clients that connect, not keys that are looked up.
 
-  python3 bench/scheme_traffic.py --hashlb build/src/cli/hashlb [--clients 3000] [--vnodes 100]
+  python3 bench/scheme_traffic.py --hashlb build/src/cli/hashlb [--clients 3000] [--backends 3] \
+      [--vnodes 100]
 
 One hashlb, two services on the same --backends echo backends, one ring (--vnodes), one
 Maglev (default table size). --clients clients, each from its own 127.0.0.0/8 address,
