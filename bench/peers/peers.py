@@ -940,7 +940,8 @@ def main():
                     "$HASHLB, PATH); hashlb is skipped when none of those is found, a path "
                     "given that it cannot run is refused")
     ap.add_argument("--bare", help="path of the bare forwarder (default: "
-                    "build/bench/peers/hashlb-bench-bare)")
+                    "build/bench/peers/hashlb-bench-bare; a path given that it cannot run "
+                    "is refused)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
                     help="one more LB NAME: hashlb with extra run ARGS (e.g. "
                     "'big=--buffer-size 65536'), or another hashlb binary when ARGS starts "
@@ -1006,8 +1007,12 @@ def main():
         if lb not in named:
             ap.error(f"argument {opt}: unknown load balancer {lb!r} ({', '.join(named)})")
     lbs = [lb for lb in lbs if lb not in variant_names]  # each variant is added below, once
-    if args.hashlb and not (os.path.isfile(args.hashlb) and os.access(args.hashlb, os.X_OK)):
-        ap.error(f"argument --hashlb: no executable file {args.hashlb!r}")
+    for opt, path in (("--hashlb", args.hashlb), ("--bare", args.bare)):
+        if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            ap.error(f"argument {opt}: no executable file {path!r}")
+    # (it was found missing once the backends and the LBs listed before it had started)
+    if "bare" in lbs and not find_bare(args.bare):
+        ap.error("--lbs bare: no bare forwarder (build it: ninja -C build, or --bare)")
     if args.profile and not shutil.which("perf"):
         ap.error("--profile needs perf (linux-perf)")
     for tool in ("nginx", "haproxy", "wrk", "taskset", "ss"):
@@ -1089,8 +1094,6 @@ def main():
             elif lb == "nginx":
                 srv = start_nginx_stream(workdir, lb_ports[lb], be_ports)
             elif lb == "bare":
-                if not bare_bin:
-                    ap.error("--lbs bare: no bare forwarder (build it: ninja -C build, or --bare)")
                 srv = start_bare(workdir, lb_ports[lb], be_ports, bare_bin)
             elif lb == "hashlb":
                 srv = start_hashlb(workdir, lb_ports[lb], be_ports, hashlb_bin,

@@ -158,6 +158,9 @@ peers_refused = {
     ("--profile", "hashlb,x"): f"argument --profile: unknown load balancer 'x' {lbs}",
     ("--hashlb", "/nonexistent/hashlb"): "argument --hashlb: no executable file "
                                          "'/nonexistent/hashlb'",
+    # it took the default build's bare forwarder in place of the one named
+    ("--lbs", "hashlb,bare", "--bare", "/nonexistent/bare"):
+        "argument --bare: no executable file '/nonexistent/bare'",
 }
 for args, what in peers_refused.items():
     st, out, err = run(sys.executable, peers, *args,
