@@ -27,12 +27,15 @@ from benchenv import arguments, count, parse
 
 ap = arguments(__doc__)
 ap.add_argument("--clients", type=count, default=3000, help="client addresses (at most 60,000)")
-ap.add_argument("--backends", type=count, default=3, help="backends before the one added (at most 50)")
+ap.add_argument("--backends", type=count, default=3,
+                help="backends before the one added (2 to 50: one goes to maint)")
 ap.add_argument("--vnodes", type=count, default=100, help="the ring's points per backend (at most 100000)")
 args = parse(ap)
 for opt, most in (("clients", 60000), ("backends", 50), ("vnodes", 100000)):
     if getattr(args, opt) > most:  # a process a backend; hashlb's own vnodes bound
         ap.error(f"argument --{opt}: at most {most}, not {getattr(args, opt)}")
+if args.backends < 2:  # its clients went nowhere: a connection reset, a traceback
+    ap.error(f"argument --backends: at least 2 (one goes to maint), not {args.backends}")
 
 from ctltest import Lb  # noqa: E402
 from lbtest import Backend  # noqa: E402

@@ -126,6 +126,14 @@ for script, refused in py_benches.items():
         check(st == 2 and out == "" and f"error: argument {opt}: {what}, not '{value}'" in err,
               f"{script} {opt} {value}: exit {st}, stdout {out[:200]!r}, stderr {err[-300:]!r}")
 
+# scheme_traffic.py --backends 1: its one backend went to maint, its clients had nowhere to
+# go, and the run ended in a traceback (ConnectionResetError). (The interpreter stands in for
+# hashlb: were 1 taken, hashlb would not start.)
+st, out, err = run(sys.executable, os.path.join(SRC, "bench", "scheme_traffic.py"),
+                   "--hashlb", sys.executable, "--backends", "1")
+check(st == 2 and out == "" and "error: argument --backends: at least 2 (one goes to maint), "
+      "not 1" in err, f"scheme_traffic.py --backends 1: exit {st}, stderr {err[-300:]!r}")
+
 # --hashlb naming no file it can run is refused the same way, before anything starts (a
 # traceback, FileNotFoundError, once scheme_traffic.py's backends had started, before);
 # metrics_scrape.py's --baseline too.
