@@ -1313,21 +1313,27 @@ static void half_count(struct worker *w, struct conn *c, int i, uint32_t n)
 /*
  * splice() from a socket stops at the urgent mark (a byte sent MSG_OOB):
  * it reads nothing there, with EAGAIN, while poll() reports the socket
- * readable, so polling again would spin for good. Only recv() steps over
- * the urgent byte (dropped, as on buffers and by the peers: not in-line).
- * If half <i>'s source is at the mark, read what follows it into the
- * (empty) pipe: the bytes read (> 0), 0 at the end, -1 with errno set
- * (EAGAIN: nothing follows yet, or not at the mark).
+ * readable, so polling again would spin for good; and with 0, as at the
+ * stream's end, once the peer's FIN is queued behind the mark, which would
+ * drop what follows the mark and pass the FIN on (and the urgent byte left
+ * unread would have the close reset the peer). Only recv() steps over the
+ * urgent byte (dropped, as on buffers and by the peers: not in-line).
+ * <n> is what the splice from half <i>'s source returned: if it read
+ * nothing (0, or -1 with EAGAIN) and the source is at the mark, read what
+ * follows the mark into the (empty) pipe: the bytes read (> 0), 0 at the
+ * end, -1 with errno set (EAGAIN: nothing follows yet). Otherwise <n>, its
+ * errno kept.
  */
-static ssize_t half_splice_urgent(struct conn *c, int i)
+static ssize_t half_splice_urgent(struct conn *c, int i, ssize_t n)
 {
 	char buf[PIPE_BUF];
-	int mark = 0;
-	ssize_t n;
+	int err = errno, mark = 0;
 
+	if (n > 0 || (n < 0 && err != EAGAIN))
+		return n;
 	if (ioctl(c->fd[i], SIOCATMARK, &mark) < 0 || !mark) {
-		errno = EAGAIN;
-		return -1;
+		errno = err;
+		return n;
 	}
 	n = recv(c->fd[i], buf, sizeof(buf), MSG_DONTWAIT);
 	/* the pipe is empty: a write of up to PIPE_BUF bytes goes in whole */
@@ -1381,8 +1387,7 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 		}
 		n = splice(c->fd[i], NULL, h->pipe[1], NULL, SPLICE_LEN,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n < 0 && errno == EAGAIN)
-			n = half_splice_urgent(c, i); /* -1, EAGAIN unless at the urgent mark */
+		n = half_splice_urgent(c, i, n); /* n unless it read nothing at the mark */
 		if (n > 0) {
 			h->pipe_len = n;
 			drained = n < SPLICE_READ_MIN;

@@ -1330,6 +1330,81 @@ def urgent_byte_on_a_spliced_stream():
     stop_backend()
 
 
+def fin_acked(s):
+    """Whether the peer of socket <s>, which shut down writing, acknowledged its FIN (state
+    FIN_WAIT2, struct tcp_info's first byte): that peer's kernel has taken everything <s> sent
+    before it, whether its process runs or not."""
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] == 5
+
+
+def urgent_byte_then_fin_on_a_spliced_stream():
+    """An urgent byte that reaches hashlb's socket with more data and the sender's FIN behind
+    it before hashlb splices up to it (hashlb busy; held here with SIGSTOP): at the urgent mark
+    with the FIN queued, splice() returns 0, as at the stream's end. hashlb steps over the
+    byte and forwards what follows it, then the FIN, either way; the sender gets its peer's
+    FIN, not a reset for the urgent byte left unread. Before, the bytes after the mark were
+    dropped and the FIN passed on (an upload or a download cut short that looked complete,
+    end=done), and the sender was reset."""
+    got = {}
+    resume = threading.Event()
+
+    def handle(conn):
+        conn.settimeout(20)
+        if conn.recv(1) == b"U":  # an upload: read to its end, then close
+            got["up"] = read_to_eof(conn)
+            conn.close()
+            return
+        conn.sendall(b"d" * (2 * MiB))  # a download: then an urgent byte, the rest, the FIN
+        resume.wait(20)
+        conn.send(b"X", socket.MSG_OOB)
+        conn.sendall(b"tail!")
+        conn.shutdown(socket.SHUT_WR)
+        got["down_sent"] = conn
+        got["down_end"] = outcome(conn)
+        conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    lb = Lb(config([("r", addr)], workers=1), args=("--admin", "127.0.0.1:0"))
+    s = connect(lb.addr, timeout=20)
+    s.sendall(b"U" + b"a" * (2 * MiB))
+    check(wait_until(lambda: metric_sum(lb, "hashlb_backend_spliced_bytes_total") > 0
+                     and metric_sum(lb, "hashlb_backend_sent_bytes_total") == 2 * MiB + 1),
+          "the upload moved to splice, and its first 2 MiB were forwarded")
+    with frozen(lb.proc):
+        s.send(b"X", socket.MSG_OOB)
+        s.sendall(b"tail!")
+        s.shutdown(socket.SHUT_WR)
+        check(wait_until(lambda: fin_acked(s)), "hashlb's socket holds the rest and the FIN")
+    up_end = outcome(s, timeout=20)
+    s.close()
+    data = wait_key(got, "up", timeout=20) or b""
+    check(data == b"a" * (2 * MiB) + b"tail!",
+          f"upload: every byte but the urgent one arrives: {len(data)} of {2 * MiB + 5}, "
+          f"ends {data[-8:]!r}")
+    check(up_end == (0, "FIN"), f"the uploading client gets the backend's FIN: {up_end}")
+
+    s = connect(lb.addr, timeout=20)
+    s.sendall(b"D")
+    n = 0
+    while n < 2 * MiB:
+        d = s.recv(1 << 20)
+        check(d, "the first 2 MiB of the download")
+        n += len(d)
+    check(wait_until(lambda: metric_sum(lb, "hashlb_backend_spliced_bytes_total") > 2 * MiB),
+          "the download moved to splice")
+    with frozen(lb.proc):
+        resume.set()
+        check(wait_until(lambda: "down_sent" in got and fin_acked(got["down_sent"])),
+              "hashlb's socket holds the rest and the FIN")
+    tail = read_to_eof(s)
+    s.close()
+    down_end = wait_key(got, "down_end", timeout=20)
+    check(tail == b"tail!", f"download: every byte but the urgent one arrives: {tail!r}")
+    check(down_end == (0, "FIN"), f"the backend gets the client's FIN: {down_end}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
 def slow_readers_hold_no_buffers():
     """Clients that stop reading a stream on buffers (a feed of small messages, which never
     splices; here any stream, with splice off) used to hold two of their worker's shared
@@ -2702,7 +2777,7 @@ run_tests([bytes_intact, bytes_intact_spliced, small_splice_pipes_are_said,
            client_resets_taken_by_a_waiting_send,
            timeouts_reset_a_side_owed_bytes,
            half_closed_slow_reader_no_spin,
-           urgent_byte_on_a_spliced_stream,
+           urgent_byte_on_a_spliced_stream, urgent_byte_then_fin_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted,
            buffer_wakeups_follow_buffers_used, quiet_waiters_pass_the_turn_on,
