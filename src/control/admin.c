@@ -1906,7 +1906,11 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 		resp_error(resp, 409, "hashlb is stopping (draining): no reload");
 		return;
 	}
+	if (ctl->notify_reload)
+		ctl->notify_reload(ctl->daemon, false);
 	ret = hlb_control_reload(ctl, "admin", &err);
+	if (ctl->notify_reload)
+		ctl->notify_reload(ctl->daemon, true);
 
 	if (ret == 0 && text) {
 		hlb_buf_printf(&resp->body, "reloaded %s (%" PRIu64 " reload%s ok)\n",

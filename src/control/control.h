@@ -146,6 +146,9 @@ struct hlb_control {
 	/* POST /upgrade and its state in /status (hlb_daemon_upgrade_start(), _state()) */
 	int (*upgrade_start)(void *daemon);
 	pid_t (*upgrade_state)(void *daemon, const char **ret_how);
+	/* POST /reload's RELOADING=1 (<done> false) and READY=1 (true) to the service manager,
+	 * as SIGHUP's (hlb_daemon_notify_reload()); NULL: none */
+	void (*notify_reload)(void *daemon, bool done);
 	/* the hashlb that this one's sockets and run-time settings were handed
 	 * to and that still runs, 0: none (hlb_daemon_successor()) */
 	pid_t (*successor)(void *daemon);

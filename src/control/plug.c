@@ -152,6 +152,11 @@ static pid_t plug_upgrade_state(void *daemon, const char **ret_how)
 	return hlb_daemon_upgrade_state(daemon, ret_how);
 }
 
+static void plug_notify_reload(void *daemon, bool done)
+{
+	hlb_daemon_notify_reload(daemon, done);
+}
+
 static pid_t plug_successor(void *daemon)
 {
 	return hlb_daemon_successor(daemon);
@@ -323,6 +328,7 @@ static int plug_start(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg
 	plug->ctl->upgrade_start = plug_upgrade_start;
 	plug->ctl->upgrade_state = plug_upgrade_state;
 	plug->ctl->successor = plug_successor;
+	plug->ctl->notify_reload = plug_notify_reload;
 	plug->ctl->close_old = plug_close_old;
 	plug->ctl->reloaded = plug_reloaded;
 	plug->ctl->reloaded_arg = plug;

@@ -2755,10 +2755,16 @@ static void resync_watch(struct hlb_daemon *d)
 }
 
 /* RELOADING=1 with the clock systemd's Type=notify-reload (253+) matches it by. */
-static void notify_reloading(void)
+void hlb_daemon_notify_reload(struct hlb_daemon *d, bool done)
 {
 	struct timespec ts;
 
+	if (done) {
+		/* a failed reload keeps the old config serving: ready either way */
+		hlb_notify("READY=1\nSTATUS=listening on %u address%s", listener_count(d),
+			   plural_es(listener_count(d)));
+		return;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	hlb_notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
 		   (unsigned long long)ts.tv_sec * 1000000ULL +
@@ -2792,11 +2798,9 @@ static void handle_signals(struct hlb_daemon *d)
 				break;
 			}
 			hlb_log(HLB_LOG_INFO, "SIGHUP, reloading", NULL);
-			notify_reloading();
+			hlb_daemon_notify_reload(d, false);
 			d->hooks.reload(d, d->hooks.arg);
-			/* a failed reload keeps the old config serving: ready either way */
-			hlb_notify("READY=1\nSTATUS=listening on %u address%s", listener_count(d),
-				   plural_es(listener_count(d)));
+			hlb_daemon_notify_reload(d, true);
 			break;
 		case SIGUSR1:
 			hlb_log(HLB_LOG_WARN, "SIGUSR1 ignored",

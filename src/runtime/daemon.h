@@ -210,6 +210,12 @@ pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how)
  * the fd limit, as at start.
  */
 void hlb_daemon_reloaded(struct hlb_daemon *d, const struct hashlb_config *cfg);
+/*
+ * Tell the service manager a reload begins (RELOADING=1), or has ended (READY=1, applied or
+ * refused: the old config serves on): around every reload, SIGHUP's and the admin
+ * endpoint's alike, which the unit's systemctl reload goes through.
+ */
+void hlb_daemon_notify_reload(struct hlb_daemon *d, bool done);
 /* The run-time settings the hashlb this one took over from handed over (HLB_HANDOVER_LINE
  * lines), NULL if none: for the control plane's first services. */
 const char *hlb_daemon_handover(const struct hlb_daemon *d);

@@ -687,14 +687,14 @@ def reload_keeps_listeners_and_connections():
 class NotifySocket:
     """What systemd gives a Type=notify service: a datagram socket in $NOTIFY_SOCKET."""
 
-    def __init__(self, abstract=False):
+    def __init__(self, abstract=False, name="notify.sock"):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         if abstract:
             self.sock.bind(f"\0hashlb-test-{os.getpid()}")
             self.env = f"@hashlb-test-{os.getpid()}"
         else:
-            self.env = tmpfile("notify.sock", "")
+            self.env = tmpfile(name, "")
             os.unlink(self.env)
             self.sock.bind(self.env)
 
@@ -1113,6 +1113,35 @@ def systemd_notify():
     check(who(lb.addr) in ("a", "b", "c") and ns.next(timeout=0.5)[0] == {} and
           ns2.next(timeout=0.1)[0] == {}, "without NOTIFY_SOCKET nothing is sent")
     check(lb.stop() == 0, "exit 0")
+
+
+def systemd_notify_admin_reload():
+    """The unit's `systemctl reload` goes through the admin endpoint (hashlb ctl reload --pid
+    $MAINPID): RELOADING=1 (with MONOTONIC_USEC) then READY=1 frame that reload too, applied or
+    refused, as they frame a SIGHUP's; before, a reload by the admin endpoint sent neither,
+    so the unit's own reload was never one to systemd (its STATUS= never said reloading)."""
+    from ctltest import Lb
+    ns = NotifySocket(name="notify-admin.sock")
+    os.environ["NOTIFY_SOCKET"] = ns.env
+    try:
+        lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0"))
+    finally:
+        del os.environ["NOTIFY_SOCKET"]
+    msg, pid = ns.next()
+    check(msg.get("READY") == "1" and pid == lb.proc.pid, f"READY=1 at start: {msg}")
+    for what, text, want in (("applied", config(BACKENDS[:2]), 0),
+                             ("refused", "services: [\n", 1)):
+        with open(lb.path, "w") as f:
+            f.write(text)
+        rc, so, se = lb.ctl("reload", "--pid", str(lb.proc.pid))
+        check(rc == want, f"the reload is {what}: {rc} {so.strip()} {se.strip()}")
+        msg, pid = ns.next()
+        check(msg.get("RELOADING") == "1" and msg.get("MONOTONIC_USEC", "").isdigit() and
+              pid == lb.proc.pid, f"{what} by the admin endpoint: RELOADING=1 first: {msg}")
+        msg, _ = ns.next()
+        check(msg.get("READY") == "1" and msg.get("STATUS") == "listening on 1 address",
+              f"{what}: then READY=1: {msg}")
+    check(lb.stop() == 0 and ns.next()[0].get("STOPPING") == "1", "STOPPING=1, exit 0")
 
 
 def systemd_unit_verifies():
@@ -1640,7 +1669,8 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            reload_keeps_listeners_and_connections, early_signals,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
            upgrade_as_pid1_refused, sockets_to_a_taker_as_pid1_refused,
-           sigquit_at_first_mask, signals_before_command, inherited_ignores_kept, systemd_notify, systemd_unit_verifies,
+           sigquit_at_first_mask, signals_before_command, inherited_ignores_kept, systemd_notify,
+           systemd_notify_admin_reload, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])
