@@ -278,16 +278,41 @@ static void self_pid_format(void)
 	self_pid_len = len;
 }
 
+/*
+ * Whether stderr is systemd's journal: $JOURNAL_STREAM names the device and inode of the
+ * stream it gave the service (systemd.exec(5)); a file or pipe a shell of that service
+ * redirected stderr to is not it. Each line then starts with its syslog priority (<3> error
+ * ... <7> debug), which journald takes off and keeps as the entry's PRIORITY (the unit's
+ * SyslogLevelPrefix=, on by default), so journalctl -p warning shows the warnings and errors:
+ * otherwise every line is the stream's level, info.
+ */
+static atomic_bool on_journal;
+static const char level_prefix[HLB_LOG_MAX][4] = { "<7>", "<6>", "<4>", "<3>" };
+
+static void journal_look(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char c;
+
+	atomic_store(&on_journal, e && sscanf(e, "%llu:%llu%c", &dev, &ino, &c) == 2 &&
+					  fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev &&
+					  st.st_ino == ino);
+}
+
 __attribute__((constructor)) static void self_pid_init(void)
 {
+	journal_look();
 	self_pid_format();
 	/* the child's lines carry its pid, not its parent's */
 	pthread_atfork(NULL, NULL, self_pid_format);
 }
 
 /*
- * One line into <line> (<size> >= 3 + LOG_PID_MAX): the timestamp <ts> with <ms>, the
- * level, <msg>, the pairs of <fmt> and self_pid, ending with '\n' (no NUL). A
+ * One line into <line> (<size> >= 6 + LOG_PID_MAX): on the journal its priority, the
+ * timestamp <ts> with <ms>, the level, <msg>, the pairs of <fmt> and self_pid, ending with
+ * '\n' (no NUL). A
  * line that would be longer than <size> bytes keeps the pairs that fit whole and ends
  * with truncated=true: a value cut short (a quote never closed) would make it no logfmt.
  * Returns its length.
@@ -298,12 +323,14 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
 {
 	char qbuf[512];
 	size_t start, t = self_pid_len;
+	bool journal = atomic_load_explicit(&on_journal, memory_order_relaxed);
 	int n, m;
 
 	/* the pid last: after an upgrade in place both processes write to one stderr, and
 	 * the lines keep starting ts= level= msg= with the pairs right after, as they did */
 	size -= t;
-	n = snprintf(line, size, "ts=%s.%03ldZ level=%s msg=%s", ts, ms, level_names[level],
+	n = snprintf(line, size, "%sts=%s.%03ldZ level=%s msg=%s",
+		     journal ? level_prefix[level] : "", ts, ms, level_names[level],
 		     hlb_log_quote(msg, qbuf, sizeof(qbuf)));
 	if (n < 0)
 		n = 0;
@@ -585,6 +612,7 @@ out:
 void hlb_log_output_changed(void)
 {
 	pthread_mutex_lock(&out_lock);
+	journal_look();
 	stderr_nowait = -1;
 	if (own_fd >= 0)
 		close(own_fd);

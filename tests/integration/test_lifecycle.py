@@ -1144,6 +1144,44 @@ def systemd_notify_admin_reload():
     check(lb.stop() == 0 and ns.next()[0].get("STOPPING") == "1", "STOPPING=1, exit 0")
 
 
+def journal_priorities():
+    """Under systemd, stderr is the journal's stream ($JOURNAL_STREAM names its device and
+    inode): each line starts with its syslog priority, <6> info, <4> warn, <3> error, which
+    journald takes off and keeps as the entry's PRIORITY, so that `journalctl -p warning`
+    shows hashlb's warnings and errors (a backend down); before, every line was the stream's
+    default, info. Another stderr (a file, a pipe), even with $JOURNAL_STREAM set for
+    another (a shell started from a unit), gets the lines as ever."""
+    text = config([("up", BACKENDS[0][1]), ("gone", f"127.0.0.1:{dead_port()}")])
+    text = text.replace("      enabled: false\n", "      interval: 50ms\n      timeout: 40ms\n"
+                        "      fall: 2\n")
+    path = tmpfile("journal.yaml", text)
+    for journal in (True, False):
+        log = tmppath(f"journal-{journal}.log")
+        with open(log, "w") as err:
+            st = os.fstat(err.fileno())
+            ino = st.st_ino if journal else st.st_ino + 1
+            env = dict(os.environ, JOURNAL_STREAM=f"{st.st_dev}:{ino}")
+            p = spawn([HASHLB, "run", "-c", path], stderr=err, env=env)
+
+        def lines():
+            with open(log, errors="replace") as f:
+                return f.read().splitlines()
+        check(wait_until(lambda: any('msg="backend down"' in l for l in lines())),
+              f"the dead backend is down: {lines()}")
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(20) == 0, "exit 0")
+        want = {"info": "<6>", "warn": "<4>", "error": "<3>"} if journal else {}
+        seen = set()
+        for line in lines():
+            level = re.search(r" level=(\w+) ", line)
+            level = level.group(1) if level else None
+            seen.add(level)
+            prefix = want.get(level, "")
+            check(line.startswith(prefix + "ts="),
+                  f"journal {journal}: a {level} line starts {prefix or 'ts='}: {line}")
+        check(seen >= {"info", "warn", "error"}, f"info, warn and error lines seen: {seen}")
+
+
 def systemd_unit_verifies():
     """The units `meson install` puts in lib/systemd/system (the service, and the socket that
     can activate it) pass systemd-analyze verify (with the built binary in place of the
@@ -1670,7 +1708,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
            upgrade_as_pid1_refused, sockets_to_a_taker_as_pid1_refused,
            sigquit_at_first_mask, signals_before_command, inherited_ignores_kept, systemd_notify,
-           systemd_notify_admin_reload, systemd_unit_verifies,
+           systemd_notify_admin_reload, journal_priorities, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])
