@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "hashlb/config.h"
+#include "runtime/log.h"
 
 /*
  * The subcommand that runs, for the prefix of every error line: a static,
@@ -243,6 +244,8 @@ static void print_diagnostic(const struct hashlb_error *err, const char *kind)
 		cli_error("%s\n", err->msg);
 		return;
 	}
+	/* why a unit's start or reload failed: an error to journalctl -p err too */
+	fputs(hlb_log_journal_prefix(strcmp(kind, "error") ? HLB_LOG_WARN : HLB_LOG_ERROR), stderr);
 	fputs(cli_path(err->file), stderr);
 	if (err->line > 0)
 		fprintf(stderr, ":%d:%d: %s: %s\n", err->line, err->column, kind, err->msg);

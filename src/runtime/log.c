@@ -301,6 +301,11 @@ static void journal_look(void)
 					  st.st_ino == ino);
 }
 
+const char *hlb_log_journal_prefix(enum hlb_log_level level)
+{
+	return atomic_load_explicit(&on_journal, memory_order_relaxed) ? level_prefix[level] : "";
+}
+
 __attribute__((constructor)) static void self_pid_init(void)
 {
 	journal_look();
@@ -323,15 +328,13 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
 {
 	char qbuf[512];
 	size_t start, t = self_pid_len;
-	bool journal = atomic_load_explicit(&on_journal, memory_order_relaxed);
 	int n, m;
 
 	/* the pid last: after an upgrade in place both processes write to one stderr, and
 	 * the lines keep starting ts= level= msg= with the pairs right after, as they did */
 	size -= t;
-	n = snprintf(line, size, "%sts=%s.%03ldZ level=%s msg=%s",
-		     journal ? level_prefix[level] : "", ts, ms, level_names[level],
-		     hlb_log_quote(msg, qbuf, sizeof(qbuf)));
+	n = snprintf(line, size, "%sts=%s.%03ldZ level=%s msg=%s", hlb_log_journal_prefix(level),
+		     ts, ms, level_names[level], hlb_log_quote(msg, qbuf, sizeof(qbuf)));
 	if (n < 0)
 		n = 0;
 	if ((size_t)n > size - 1)

@@ -47,6 +47,12 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
  * unfinished. Buffers made before keep what they found (hlb_logbuf_init()).
  */
 void hlb_log_output_changed(void);
+/*
+ * What a line of <level> starts with on stderr: its syslog priority ("<3>" for an error)
+ * when stderr is systemd's journal, which keeps it as the entry's priority; "" elsewhere.
+ * For what is written to stderr otherwise than by hlb_log() (a config's FILE:LINE:COL).
+ */
+const char *hlb_log_journal_prefix(enum hlb_log_level level);
 
 /*
  * <s> as a logfmt value: as is if plain printable ASCII without '"', '=' or

@@ -1182,6 +1182,41 @@ def journal_priorities():
         check(seen >= {"info", "warn", "error"}, f"info, warn and error lines seen: {seen}")
 
 
+def journal_priorities_of_config_diagnostics():
+    """What a unit's hashlb check (ExecStartPre=, ExecReload=) and hashlb run print of a
+    config, FILE:LINE:COL: error (or warning): WHAT, is on the journal an error (a warning)
+    too, <3> (<4>) before it, so that journalctl -p err says why a start or a reload failed;
+    before, those lines were info. Another stderr gets them as ever."""
+    warned = config(BACKENDS).replace("    health:\n", "    timeouts: {connect: 5}\n"
+                                      "    health:\n")
+    broken = warned.replace("scheme: maglev", "scheme: magleb")
+    for name, text, kind, rc in (("warned", warned, "warning", 0), ("broken", broken, "error", 1)):
+        path = tmpfile(f"journal-{name}.yaml", text)
+        for journal in (True, False):
+            log = tmppath(f"journal-{name}-{journal}.err")
+            with open(log, "w") as err:
+                st = os.fstat(err.fileno())
+                env = dict(os.environ, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino + (not journal)}")
+                got = subprocess.run([HASHLB, "check", "-q", "-c", path], stderr=err, env=env,
+                                     timeout=30).returncode
+            with open(log) as f:
+                out = f.read()
+            prefix = ("<3>" if kind == "error" else "<4>") if journal else ""
+            check(got == rc and re.fullmatch(re.escape(prefix + path) + rf":\d+:\d+: {kind}: .*\n",
+                                             out),
+                  f"hashlb check, journal {journal}: {rc}, {prefix}FILE:LINE:COL: {kind}: {out!r}")
+    log = tmppath("journal-run.err")
+    with open(log, "w") as err:
+        st = os.fstat(err.fileno())
+        env = dict(os.environ, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}")
+        got = subprocess.run([HASHLB, "run", "-c", tmppath("journal-broken.yaml")], stderr=err,
+                             env=env, timeout=30).returncode
+    with open(log) as f:
+        out = f.read()
+    check(got == 1 and re.match(r"<3>\S+journal-broken\.yaml:\d+:\d+: error: ", out),
+          f"hashlb run refused at start, on the journal: <3>FILE:LINE:COL: error: {out!r}")
+
+
 def systemd_unit_verifies():
     """The units `meson install` puts in lib/systemd/system (the service, and the socket that
     can activate it) pass systemd-analyze verify (with the built binary in place of the
@@ -1708,7 +1743,8 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
            upgrade_as_pid1_refused, sockets_to_a_taker_as_pid1_refused,
            sigquit_at_first_mask, signals_before_command, inherited_ignores_kept, systemd_notify,
-           systemd_notify_admin_reload, journal_priorities, systemd_unit_verifies,
+           systemd_notify_admin_reload, journal_priorities,
+           journal_priorities_of_config_diagnostics, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])

@@ -333,10 +333,12 @@ def service_start_reload_upgrade_stop():
           st == {"ActiveState": "active", "MainPID": pid0},
           f"a reload hashlb refuses (an address in use) fails systemctl reload, the unit runs "
           f"on: rc={rc} {st}\n{ct.journal('hashlb')[-1500:]}")
-    # each line's level is its journal priority: -p err shows that refusal, and none of the
-    # info lines (before, every line was info, and -p err showed none of hashlb's)
+    # each line's level is its journal priority: -p err shows that refusal and the check's
+    # error that failed the reload before, and none of the info lines (before, every line
+    # was info, and -p err showed none of hashlb's)
     errs = ct.sh("journalctl -q -o cat -u hashlb -p err --no-pager")[1]
     check('level=error msg="reload failed, keeping the running config"' in errs and
+          re.search(r"hashlb\.yaml:\d+:\d+: error: unknown key 'wieght'", errs) and
           "level=info" not in errs and "level=warn" not in errs,
           f"journalctl -p err shows hashlb's errors alone: {errs[-1500:]}")
     write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]))
