@@ -1012,7 +1012,8 @@ err_free:
 }
 
 /* A socket the service manager passed that no service listens on: kept (a
- * reload may add the service), but most likely a mistake in the .socket unit. */
+ * reload may add the service), but most likely a mistake in the .socket unit.
+ * It listens, so its clients connect and then wait: said, with what to do. */
 static void log_unused_sockets(struct hlb_daemon *d)
 {
 	char addr[64];
@@ -1020,7 +1021,10 @@ static void log_unused_sockets(struct hlb_daemon *d)
 	for (uint32_t i = 0; i < hlb_proxy_inherited_count(d->proxy); i++)
 		if (!hlb_proxy_inherited(d->proxy, i, addr, sizeof(addr)))
 			hlb_log(HLB_LOG_WARN, "socket from the service manager matches no service",
-				"addr=%s", addr);
+				"addr=%s note=\"clients that connect there wait in its backlog, "
+				"never served: remove it from the socket unit (ListenStream=), or "
+				"add a service listening there (a reload takes it)\"",
+				addr);
 }
 
 /*

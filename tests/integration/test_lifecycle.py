@@ -1359,6 +1359,12 @@ def socket_activation():
     check(wait_for(log, "socket from the service manager matches no service") and
           any(f"addr=127.0.0.1:{port}" in l for l in log if "matches no service" in l),
           f"a passed socket no service uses is reported: {log}")
+    # with what it does to clients and what to do: they connect (the socket listens) and
+    # wait, never served; before, the line said neither
+    check(any('note="clients that connect there wait in its backlog, never served: remove '
+              "it from the socket unit (ListenStream=), or add a service listening there "
+              '(a reload takes it)"' in l for l in log if "matches no service" in l),
+          f"and says what it means and what to do: {log}")
     # it is hashlb's own on 127.0.0.1:P, not on 127.0.0.2:P: a reload adding a service there,
     # where another process listens, is refused (it was allowed, the port being the passed
     # socket's, and the service split that process's clients)
