@@ -2029,11 +2029,15 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
  * a handover (hashlb ctl upgrade's pre-check reads them so).
  */
 #define SOCKETS_MAX 4096
+/* the control thread's: sockets()'s, sent or copied as it returns, and hlb_admin_fds()'s count */
+static int sockets_fds[SOCKETS_MAX];
+static const char *sockets_addrs[SOCKETS_MAX];
+
 static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 		    struct hlb_http_resp *resp)
 {
-	static int fds[SOCKETS_MAX]; /* the control thread's; sent, or copied, as it returns */
-	static const char *addrs[SOCKETS_MAX];
+	int *fds = sockets_fds;
+	const char **addrs = sockets_addrs;
 	char buf[HLB_HTTP_VALUE_MAX + 1];
 	const char *v;
 	uint32_t pid = 0, n;
@@ -2325,6 +2329,20 @@ static const struct admin_route *admin_route(const struct hlb_http_req *req,
 		return NULL;
 	}
 	return route;
+}
+
+unsigned hlb_admin_fds(void *arg, const struct hlb_http_req *req)
+{
+	struct hlb_control *ctl = arg;
+	char buf[HLB_HTTP_VALUE_MAX + 1];
+
+	/* a GET /sockets that hands the sockets (not only=settings, which sends none): as many as
+	 * it would send now, for the endpoint to wait for room for their copies before it asks
+	 * (a reload between the two may add some: those wait in poll() if there is none) */
+	if (strcmp(req->method, "GET") || strcmp(req->path, "/sockets") ||
+	    hlb_http_param(req, "only", buf, sizeof(buf)) || !ctl->listen_fds)
+		return 0;
+	return ctl->listen_fds(ctl->daemon, 0, sockets_fds, sockets_addrs, SOCKETS_MAX);
 }
 
 bool hlb_admin_head(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)

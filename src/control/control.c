@@ -106,7 +106,8 @@ static void admin_refused(void *arg, enum hlb_http_refusal why, uint64_t total)
 		total - ctl->refused_logged[why],
 		why == HLB_HTTP_REFUSED_CONNECTIONS
 			? "64 admin connections open: a client holding them, or too many at once"
-			: "answers not read yet hold 64 MiB: clients asking and not reading");
+			: "answers not read yet hold 64 MiB, or copies of 4096 descriptors (GET "
+			  "/sockets): clients asking and not reading");
 	ctl->refused_logged[why] = total;
 	ctl->refused_logged_ms[why] = now;
 }
@@ -607,6 +608,7 @@ int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct h
 		}
 		hlb_http_on_refused(ctl->http, admin_refused, ctl);
 		hlb_http_on_head(ctl->http, hlb_admin_head, ctl);
+		hlb_http_on_fds(ctl->http, hlb_admin_fds, ctl);
 		char qa[4 * sizeof("unix:") + 4 * 108 + 3];
 
 		control_log(ctl, HLB_LOG_INFO, "admin listening", "addr=%s",

@@ -249,6 +249,8 @@ void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http
 /* Its answer to a request from the head alone (hlb_http_head_fn): a path it does not have 404,
  * a method the path does not take 405. */
 bool hlb_admin_head(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);
+/* How many descriptors its answer to <req> carries at most (hlb_http_fds_fn): GET /sockets's. */
+unsigned hlb_admin_fds(void *ctl, const struct hlb_http_req *req);
 /* The old process's answer to a close that waits for it (hlb_control.close_old): <n> its
  * count, -1 if it could not be asked. The answer goes to the client; <wait> is freed. */
 void hlb_control_close_old_done(struct hlb_close_wait *wait, int64_t n);

@@ -23,13 +23,17 @@
 #define HTTP_BUSY_TIMEOUT_MS(h) ((h)->timeout_ms / 10)
 /* How long an answer with descriptors riding on it (GET /sockets) waits in all for its client to
  * read what does not fit the socket when the descriptors still to go cannot be kept (copies:
- * the fd limit, HTTP_FDS_KEPT_MAX): it holds the control thread (checks, other requests) meanwhile.
- * Else it goes on the loop as any answer does (conn_fds_keep()). */
+ * the fd limit, or HTTP_FDS_KEPT_MAX for a request h->fds_fn did not count): it holds the
+ * control thread (checks, other requests) meanwhile. Else it goes on the loop as any answer
+ * does (conn_fds_keep()). */
 #define HTTP_FDS_SEND_MS 1000
 /* The most descriptors the answers of every connection keep copied at once (conn_fds_keep()):
- * one GET /sockets's most (admin.c's SOCKETS_MAX). Past it, an answer waits in poll() as where
- * they cannot be copied: each slow reader kept its own, up to 64 answers' worth (262,144), taken
- * from the descriptors the workers' clients need, for 10 s a client that reads nothing. */
+ * one GET /sockets's most (admin.c's SOCKETS_MAX). A request whose answer may need more (h->fds_fn)
+ * waits on the loop for the others' copies to go before it is served (conn_fds_wait()): before,
+ * its answer waited in poll() as where they cannot be copied, the control thread held up to
+ * HTTP_FDS_SEND_MS for a client that reads nothing, then cut short. Before the cap, each slow
+ * reader kept its own, up to 64 answers' worth (262,144), taken from the descriptors the
+ * workers' clients need, for 10 s a client that reads nothing. */
 #define HTTP_FDS_KEPT_MAX 4096u
 /*
  * The headers of every 503 the endpoint answers, each to a request it did not carry out (too
@@ -112,6 +116,13 @@ struct http_conn {
 	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503, unless a place frees first
 		    * (conn_place()) */
 	bool held; /* its request waits for hlb_http_answer() */
+	/* its request (<waiting>, pointing into c->in, read no further) waits for the copies the
+	 * other answers keep to leave room for <fds_want> more (conn_fds_wait()), until
+	 * <fds_until> */
+	bool fds_waiting;
+	unsigned fds_want;
+	uint64_t fds_until;
+	struct hlb_http_req waiting;
 	bool continued; /* answered 100 (Continue), or its head (conn_continue()) */
 	bool eof; /* its client shut down writing: it sends nothing more */
 	struct hlb_http_scan scan; /* how far c->in was parsed */
@@ -162,6 +173,8 @@ struct hlb_http {
 	void *refused_arg;
 	hlb_http_head_fn head_fn;
 	void *head_arg;
+	hlb_http_fds_fn fds_fn;
+	void *fds_arg;
 	struct http_shed shed[HTTP_SHED_MAX]; /* those answered 503 at accept, lingering */
 	unsigned n_shed;
 	struct hlb_timer shed_timer; /* at the first of their deadlines */
@@ -225,12 +238,19 @@ static void conn_unbusy_first(struct hlb_http *h)
 /* The copies of the descriptors <c>'s answer still had to send, closed. */
 static void conn_fds_free(struct http_conn *c)
 {
-	for (unsigned i = 0; c->fds && i < c->n_fds; i++)
+	if (!c->fds)
+		return;
+	for (unsigned i = 0; i < c->n_fds; i++)
 		if (c->fds[i] >= 0)
 			close(c->fds[i]);
 	free(c->fds);
 	c->fds = NULL;
 	c->n_fds = 0;
+	/* room for those waiting for it (conn_fds_wait()): looked at from their timers, on the
+	 * loop, not from whatever called this one */
+	for (struct http_conn *w = c->h->conns; w; w = w->next)
+		if (w->fds_waiting)
+			hlb_timer_arm(w->h->loop, &w->timer, hlb_now_ms());
 }
 
 static void conn_close(struct http_conn *c)
@@ -652,6 +672,48 @@ static size_t unread_bytes(const struct hlb_http *h)
 	return n;
 }
 
+/* The request <req> of <c>, whole, served: answered, or held by its handler. */
+static void conn_serve(struct http_conn *c, struct hlb_http_req *req)
+{
+	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
+
+	req->id = c->id = ++c->h->last_id;
+	c->h->fn(c->h->arg, req, &resp);
+	if (resp.hold) {
+		/* what more the client sends is not read; a client that only shut down
+		 * writing after its request (printf ... | nc -N) still takes the answer */
+		hlb_buf_free(&resp.body);
+		c->held = true;
+		hlb_loop_mod(c->h->loop, &c->io, 0);
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HLB_HTTP_HOLD_MS);
+		return;
+	}
+	conn_respond(c, &resp);
+}
+
+/*
+ * Whether the request <req> of <c> waits before it is served, and so it does: its answer may
+ * carry more descriptors (h->fds_fn) than the copies the other answers keep (conn_fds_keep())
+ * leave room for. Served as that room comes (conn_fds_waited()), its handler not run before:
+ * what it hands over (GET /sockets, a taker named) is handed when the answer can go on the loop.
+ * Its answer waited in poll() for its client instead, up to HTTP_FDS_SEND_MS, the control thread
+ * held (checks, other requests), then was cut short.
+ */
+static bool conn_fds_wait(struct http_conn *c, const struct hlb_http_req *req)
+{
+	unsigned want = req->local && c->h->fds_fn ? c->h->fds_fn(c->h->fds_arg, req) : 0;
+
+	if (!want || http_fds_kept(c->h) + want <= HTTP_FDS_KEPT_MAX)
+		return false;
+	c->fds_waiting = true;
+	c->fds_want = want < HTTP_FDS_KEPT_MAX ? want : HTTP_FDS_KEPT_MAX;
+	c->fds_until = hlb_now_ms() + c->h->timeout_ms;
+	c->waiting = *req;
+	hlb_loop_mod(c->h->loop, &c->io, 0); /* its client's hang-up alone, as a held one's */
+	hlb_timer_arm(c->h->loop, &c->timer, c->fds_until);
+	return true;
+}
+
 /*
  * What came on <c>, whose request is awaited (no answer begun), read, and the request taken as
  * far as it came: answered (refused, or served), held by its handler, or closed (its client
@@ -660,7 +722,6 @@ static size_t unread_bytes(const struct hlb_http *h)
  */
 static bool conn_read(struct http_conn *c, bool deadline)
 {
-	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
 	struct hlb_http_parsed p;
 	bool eof = false;
 	int status;
@@ -723,18 +784,8 @@ static bool conn_read(struct http_conn *c, bool deadline)
 	}
 	p.req.local = c->h->unix_path[0] != '\0';
 	p.req.fd = c->io.fd;
-	p.req.id = c->id = ++c->h->last_id;
-	c->h->fn(c->h->arg, &p.req, &resp);
-	if (resp.hold) {
-		/* what more the client sends is not read; a client that only shut down
-		 * writing after its request (printf ... | nc -N) still takes the answer */
-		hlb_buf_free(&resp.body);
-		c->held = true;
-		hlb_loop_mod(c->h->loop, &c->io, 0);
-		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HLB_HTTP_HOLD_MS);
-		return false;
-	}
-	conn_respond(c, &resp);
+	if (!conn_fds_wait(c, &p.req))
+		conn_serve(c, &p.req);
 	return false;
 }
 
@@ -742,7 +793,7 @@ static void conn_io(void *arg, uint32_t events)
 {
 	struct http_conn *c = arg;
 
-	if (c->held) {
+	if (c->held || c->fds_waiting) {
 		/* only an error or a hang-up is watched, always reported: the client has gone (a
 		 * reset over TCP, a close over a Unix socket). Not its FIN over TCP: a client that
 		 * closed its socket and one that shut down writing after its request (nc -N) send
@@ -781,6 +832,33 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 }
 
 /*
+ * The request of <c> that waited for room for the copies of its answer's descriptors
+ * (conn_fds_wait()), looked at again (a copy freed, or its time up): served if there is room
+ * now, else refused with a 503 once <c>'s h->timeout_ms are over (its client asks again later).
+ */
+static void conn_fds_waited(struct http_conn *c)
+{
+	unsigned kept = http_fds_kept(c->h);
+
+	if (kept + c->fds_want > HTTP_FDS_KEPT_MAX && hlb_now_ms() < c->fds_until) {
+		hlb_timer_arm(c->h->loop, &c->timer, c->fds_until);
+		return;
+	}
+	c->fds_waiting = false;
+	if (kept + c->fds_want <= HTTP_FDS_KEPT_MAX) {
+		hlb_timer_arm(c->h->loop, &c->timer,
+			      hlb_now_ms() + c->h->timeout_ms); /* to be read */
+		hlb_loop_mod(c->h->loop, &c->io, EPOLLIN);
+		conn_serve(c, &c->waiting);
+		return;
+	}
+	http_refused(c->h, HLB_HTTP_REFUSED_UNREAD);
+	conn_error(c, 503,
+		   "answers not read yet by their clients hold copies of the descriptors riding "
+		   "on them that leave no room for this one's: try again once they are");
+}
+
+/*
  * A request that has not arrived whole in time is answered 408 (and given as long again to
  * read it); a silent connection, or an answer its client took nothing of for h->timeout_ms, is
  * closed. What came as the time ran out, which the loop has not seen yet (it looks at its
@@ -795,6 +873,10 @@ static void conn_timeout(void *arg)
 
 	if (c->held) { /* its handler did not answer in time */
 		conn_close(c);
+		return;
+	}
+	if (c->fds_waiting) {
+		conn_fds_waited(c);
 		return;
 	}
 	if (c->lingering) { /* its client did not end within h->linger_ms */
@@ -1523,6 +1605,12 @@ void hlb_http_set_timeouts(struct hlb_http *h, unsigned timeout_ms, unsigned lin
 {
 	h->timeout_ms = timeout_ms;
 	h->linger_ms = linger_ms;
+}
+
+void hlb_http_on_fds(struct hlb_http *h, hlb_http_fds_fn fn, void *arg)
+{
+	h->fds_fn = fn;
+	h->fds_arg = arg;
 }
 
 void hlb_http_on_head(struct hlb_http *h, hlb_http_head_fn fn, void *arg)

@@ -38,11 +38,12 @@ struct hlb_http_resp {
 	struct hlb_buf body;
 	/* Descriptors sent with the response (SCM_RIGHTS: a local request
 	 * only), borrowed for the call: those that do not fit the socket as the
-	 * handler returns are copied, to go once there is room (where they
-	 * cannot be, at the fd limit or past the copies every answer may hold
-	 * together, the answer waits for its client 1 s at most, the loop held).
-	 * The body has a line per descriptor, and a batch of them rides with its
-	 * lines. */
+	 * handler returns are copied, to go once there is room (a request whose
+	 * answer may pass the copies every answer may hold together waits for
+	 * room before its handler runs: hlb_http_on_fds(); where they cannot be
+	 * copied, at the fd limit, the answer waits for its client 1 s at most,
+	 * the loop held). The body has a line per descriptor, and a batch of them
+	 * rides with its lines. */
 	const int *fds;
 	unsigned n_fds;
 	/* Set by a handler that answers later, with hlb_http_answer(), having to wait for
@@ -230,6 +231,17 @@ void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg);
 void hlb_http_set_timeouts(struct hlb_http *h, unsigned timeout_ms, unsigned linger_ms);
 /* Have <fn>(<arg>, ...) asked before a 100 (Continue) is sent (NULL: not asked, always sent). */
 void hlb_http_on_head(struct hlb_http *h, hlb_http_head_fn fn, void *arg);
+/*
+ * Asked of each whole request over the Unix socket before its handler runs: at most how many
+ * descriptors its answer carries (hlb_http_resp.fds), 0 for none. One that may need more copies
+ * than the answers not read yet leave room for (their clients slow to take their descriptors)
+ * waits on the loop, unread and its handler not run, until they do, its client's hang-up
+ * watched; the endpoint's timeout (hlb_http_set_timeouts()) passed, it is answered 503 (counted
+ * as HLB_HTTP_REFUSED_UNREAD). Without <fn>, its answer waits for its client in poll(), the loop
+ * held, up to 1 s, then is cut short.
+ */
+typedef unsigned (*hlb_http_fds_fn)(void *arg, const struct hlb_http_req *req);
+void hlb_http_on_fds(struct hlb_http *h, hlb_http_fds_fn fn, void *arg);
 /* The refusals of kind <why> since the endpoint started. */
 uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why);
 /* How long a request held (hlb_http_resp.hold) may wait for its answer. */

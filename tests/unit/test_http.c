@@ -2233,22 +2233,73 @@ static struct hlb_http *fds_server(char *dir, struct sockaddr_un *sun, struct hl
  * were copied. It waited in poll(), the control thread held (checks, every admin request),
  * and after 1 s the answer was cut short.
  */
-static void test_fds_answer_waits_on_the_loop(void **state)
+/* What a GET /fds's client read on <fd>, to its end, <l> run between reads: its bytes, and
+ * the descriptors that came with them, those that are <lent> counted apart. */
+struct fds_read {
+	size_t got, want;
+	unsigned fds, same;
+};
+
+static struct fds_read fds_read_all(struct hlb_loop *l, int fd, const struct stat *lent)
 {
-	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 250)];
 		struct cmsghdr align;
 	} ctl;
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	static char chunk[64 << 10];
-	size_t got = 0, want;
-	unsigned fds = 0, same = 0;
+	struct fds_read r = { 0 };
+	struct stat st;
+	ssize_t n = 1;
+
+	/* a bound that fails the test */
+	for (int round = 0; n != 0 && round < 100000; round++) {
+		struct iovec iov = { chunk, sizeof(chunk) };
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = ctl.buf,
+				      .msg_controllen = sizeof(ctl.buf) };
+
+		assert_true(hlb_loop_run_once(l, 0) >= 0);
+		n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			assert_int_equal(errno, EAGAIN);
+			continue;
+		}
+		assert_false(msg.msg_flags & MSG_CTRUNC);
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+			unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+			for (unsigned i = 0; i < k; i++) {
+				int got_fd;
+
+				memcpy(&got_fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(got_fd));
+				r.same += fstat(got_fd, &st) == 0 && st.st_ino == lent->st_ino &&
+					  st.st_dev == lent->st_dev;
+				close(got_fd);
+			}
+			r.fds += k;
+		}
+		if (!r.got && n) { /* the head's length, from the first read */
+			assert_non_null(memmem(chunk, (size_t)n, "\r\n\r\n", 4));
+			r.want = (size_t)((char *)memmem(chunk, (size_t)n, "\r\n\r\n", 4) + 4 -
+					  chunk) +
+				 FDS_N * (size_t)FDS_LINE;
+		}
+		r.got += (size_t)n;
+	}
+	assert_int_equal(n, 0);
+	return r;
+}
+
+static void test_fds_answer_waits_on_the_loop(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct hlb_http *h;
 	struct hlb_loop *l;
-	struct stat lent, st;
+	struct stat lent;
+	struct fds_read r;
 	int p[2], slow, other;
-	ssize_t n = 1;
 
 	(void)state;
 	h = fds_server(dir, &sun, &l, p);
@@ -2260,48 +2311,12 @@ static void test_fds_answer_waits_on_the_loop(void **state)
 	other = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
 	assert_non_null(strstr(read_now(l, other, buf, sizeof(buf)), "\r\n\r\nnow\n"));
 	close(other);
-	/* read now, the loop run between reads, to its end (a bound that fails the test) */
-	for (int round = 0; n != 0 && round < 100000; round++) {
-		struct iovec iov = { chunk, sizeof(chunk) };
-		struct msghdr msg = { .msg_iov = &iov,
-				      .msg_iovlen = 1,
-				      .msg_control = ctl.buf,
-				      .msg_controllen = sizeof(ctl.buf) };
-
-		assert_true(hlb_loop_run_once(l, 0) >= 0);
-		n = recvmsg(slow, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		if (n < 0) {
-			assert_int_equal(errno, EAGAIN);
-			continue;
-		}
-		assert_false(msg.msg_flags & MSG_CTRUNC);
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-			unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-
-			for (unsigned i = 0; i < k; i++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
-				same += fstat(fd, &st) == 0 && st.st_ino == lent.st_ino &&
-					st.st_dev == lent.st_dev;
-				close(fd);
-			}
-			fds += k;
-		}
-		if (!got) { /* the head's length, from the first read */
-			assert_non_null(memmem(chunk, (size_t)n, "\r\n\r\n", 4));
-			want = (size_t)((char *)memmem(chunk, (size_t)n, "\r\n\r\n", 4) + 4 -
-					chunk) +
-			       FDS_N * (size_t)FDS_LINE;
-		}
-		got += (size_t)n;
-	}
+	r = fds_read_all(l, slow, &lent); /* read now, to its end */
 	close(slow);
 	close(p[1]);
-	assert_int_equal(n, 0);
-	assert_int_equal(got, want);
-	assert_int_equal(fds, FDS_N);
-	assert_int_equal(same, FDS_N);
+	assert_int_equal(r.got, r.want);
+	assert_int_equal(r.fds, FDS_N);
+	assert_int_equal(r.same, FDS_N);
 	hlb_http_free(h);
 	hlb_loop_free(l);
 	unlink(sun.sun_path);
@@ -2343,6 +2358,63 @@ static void test_fds_answers_keep_a_bounded_count(void **state)
 	hlb_http_free(h);
 	hlb_loop_free(l);
 	assert_int_equal(fds_open(), at_start); /* every copy closed */
+	unlink(sun.sun_path);
+	rmdir(dir);
+}
+
+/* fds_answer()'s count of the descriptors of its answer (hlb_http_on_fds()). */
+static unsigned fds_count(void *arg, const struct hlb_http_req *req)
+{
+	(void)arg;
+	return strcmp(req->path, "/fds") ? 0 : FDS_N;
+}
+
+/*
+ * With the count of the descriptors an answer carries known before it is served
+ * (hlb_http_on_fds(), as GET /sockets's is), a request whose answer would pass the copies
+ * every answer may keep together waits on the loop, its handler not run, until the others'
+ * copies go; its client then gets it whole, every descriptor with it, as the others' do.
+ * Before, its answer waited in poll() for its client, the control thread held (checks, every
+ * admin request) up to 1 s, then was cut short: a client that had not read by then lost it.
+ */
+static void test_fds_answers_past_the_copies_wait_on_the_loop(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX";
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int p[2], slow[FDS_SLOW], before, waiting = 0;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	struct stat lent;
+
+	(void)state;
+	h = fds_server(dir, &sun, &l, p);
+	hlb_http_on_fds(h, fds_count, NULL);
+	assert_int_equal(fstat(p[0], &lent), 0);
+	before = fds_open();
+	for (int i = 0; i < FDS_SLOW; i++) {
+		slow[i] = client_ask(&sun, "GET /fds HTTP/1.1\r\nHost: t\r\n\r\n");
+		for (int k = 0; k < 20; k++) /* accepted and read: answered, or waiting */
+			assert_true(hlb_loop_run_once(l, 0) >= 0);
+		waiting += !readable(slow[i]);
+	}
+	/* 12 answers of 600 pass the 4,096 copies: the last ones wait, nothing sent yet */
+	assert_true(waiting > 0);
+	assert_true(fds_open() - before <= 2 * FDS_SLOW + FDS_KEPT_MAX);
+	/* each read in turn, to its end: the copies of one read whole go, and those waiting are
+	 * answered in their turn */
+	for (int i = 0; i < FDS_SLOW; i++) {
+		struct fds_read r = fds_read_all(l, slow[i], &lent);
+
+		close(slow[i]);
+		assert_int_equal(r.got, r.want);
+		assert_int_equal(r.fds, FDS_N);
+		assert_int_equal(r.same, FDS_N);
+	}
+	assert_int_equal(hlb_http_refused(h, HLB_HTTP_REFUSED_UNREAD), 0);
+	close(p[0]);
+	close(p[1]);
+	hlb_http_free(h);
+	hlb_loop_free(l);
 	unlink(sun.sun_path);
 	rmdir(dir);
 }
@@ -2467,6 +2539,7 @@ int main(void)
 		cmocka_unit_test(test_handover_reads_what_comes_to_busy_at_accept),
 		cmocka_unit_test(test_fds_answer_waits_on_the_loop),
 		cmocka_unit_test(test_fds_answers_keep_a_bounded_count),
+		cmocka_unit_test(test_fds_answers_past_the_copies_wait_on_the_loop),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
