@@ -75,7 +75,7 @@ struct hlb_pool {
 	 * HLB_HANDOVER_SEEN backends, sorted the same way */
 	struct handover *ho;
 	size_t n_ho;
-	struct handover_seen *ho_seen;
+	struct handover_backend *ho_seen;
 	size_t n_ho_seen;
 	/* errs_budget(): the lines of this second on checks that change no health ("another
 	 * error", "backend still up"...), and those not logged since the last one that was */
@@ -2499,17 +2499,19 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 	}
 }
 
-/* One HLB_HANDOVER_SEEN line of the hashlb this one replaces: a backend its checks saw up. */
-struct handover_seen {
-	char *svc, *name;
-	char *address; /* the address connected to (as written, from a process of before) */
+/*
+ * A backend a line of the hashlb this one replaces names: its service, its name and the address
+ * it connected to there (as written, from a process of before; NULL: none sent). An
+ * HLB_HANDOVER_SEEN line is that alone (a backend its checks saw up), and the first member of
+ * an HLB_HANDOVER_LINE's struct handover: both sorted and looked up so (handover_find()).
+ */
+struct handover_backend {
+	char *svc, *name, *address;
 };
 
 /* One HLB_HANDOVER_LINE of the hashlb this one replaces, parsed. */
 struct handover {
-	char *svc, *name;
-	/* connected to there (as written, from a process of before); NULL: none sent */
-	char *address;
+	struct handover_backend at; /* first: handover_find() */
 	struct hlb_handover_settings set;
 	bool down;
 	bool assumed; /* up only as assumed there (health=assumed) */
@@ -2524,38 +2526,42 @@ struct handover {
 	uint32_t hold_ms, holds;
 };
 
+/* Of two arrays whose elements begin with a struct handover_backend: by service, then name. */
 static int handover_cmp(const void *x, const void *y)
 {
-	const struct handover *a = x, *b = y;
+	const struct handover_backend *a = x, *b = y;
 
 	return hlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
+}
+
+/* The element of <v> (<n> of <size> bytes, each beginning with a struct handover_backend,
+ * sorted by handover_cmp()) for backend <name> of service <svc>, or NULL. */
+static void *handover_find(const void *v, size_t n, size_t size, const char *svc, const char *name)
+{
+	struct handover_backend key = { .svc = (char *)svc, .name = (char *)name };
+
+	return n ? bsearch(&key, v, n, size, handover_cmp) : NULL;
+}
+
+static void handover_backend_free(struct handover_backend *b)
+{
+	free(b->svc);
+	free(b->name);
+	free(b->address);
 }
 
 static void handover_free(struct hlb_pool *p)
 {
-	for (size_t i = 0; i < p->n_ho; i++) {
-		free(p->ho[i].svc);
-		free(p->ho[i].name);
-		free(p->ho[i].address);
-	}
+	for (size_t i = 0; i < p->n_ho; i++)
+		handover_backend_free(&p->ho[i].at);
 	free(p->ho);
 	p->ho = NULL;
 	p->n_ho = 0;
-	for (size_t i = 0; i < p->n_ho_seen; i++) {
-		free(p->ho_seen[i].svc);
-		free(p->ho_seen[i].name);
-		free(p->ho_seen[i].address);
-	}
+	for (size_t i = 0; i < p->n_ho_seen; i++)
+		handover_backend_free(&p->ho_seen[i]);
 	free(p->ho_seen);
 	p->ho_seen = NULL;
 	p->n_ho_seen = 0;
-}
-
-static int seen_cmp(const void *x, const void *y)
-{
-	const struct handover_seen *a = x, *b = y;
-
-	return hlb_name_pair_cmp(a->svc, a->name, b->svc, b->name);
 }
 
 /*
@@ -2587,12 +2593,12 @@ static bool handover_endpoint_is(const struct hlb_pool_backend *b, const char *a
 static bool handover_seen_up(const struct hlb_pool *p, const struct hlb_pool_backend *b,
 			     const char *svc, const struct handover *h)
 {
-	struct handover_seen key = { .svc = (char *)svc, .name = b->rt->name }, *s;
+	const struct handover_backend *s;
 
 	if (!b->health.up || !b->health.assumed || !hlb_pool_backend_checked(b) || !p->n_ho_seen ||
 	    (h && (h->down || h->assumed)))
 		return false;
-	s = bsearch(&key, p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), seen_cmp);
+	s = handover_find(p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), svc, b->rt->name);
 	return s && handover_endpoint_is(b, s->address);
 }
 
@@ -2604,7 +2610,7 @@ static bool handover_seen_up(const struct hlb_pool *p, const struct hlb_pool_bac
  */
 static bool handover_same_address(const struct hlb_pool_backend *b, const struct handover *h)
 {
-	return !h->address || handover_endpoint_is(b, h->address);
+	return !h->at.address || handover_endpoint_is(b, h->at.address);
 }
 
 /*
@@ -2629,14 +2635,12 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		if (!hlb_handover_next_line(&l, line))
 			continue;
 		if (sscanf(line, "seen %255s %255s %319s", s, name, addr) == 3) {
-			struct handover_seen sn = { strdup(s), strdup(name), strdup(addr) };
+			struct handover_backend sn = { strdup(s), strdup(name), strdup(addr) };
 
 			if (!sn.svc || !sn.name || !sn.address ||
 			    hlb_grow((void **)&p->ho_seen, &seen_cap, p->n_ho_seen + 1,
 				     sizeof(*p->ho_seen), 64) < 0) {
-				free(sn.svc);
-				free(sn.name);
-				free(sn.address);
+				handover_backend_free(&sn);
 				break;
 			}
 			p->ho_seen[p->n_ho_seen++] = sn;
@@ -2664,18 +2668,13 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 			h.holds = 0;
 		/* the address connected to, after those (none: an older one) */
 		pf = strstr(line, " addr=");
-		if (pf && sscanf(pf, " addr=%319s", addr) == 1 && !(h.address = strdup(addr)))
+		if (pf && sscanf(pf, " addr=%319s", addr) == 1 && !(h.at.address = strdup(addr)))
 			break;
-		if (hlb_grow((void **)&p->ho, &cap, p->n_ho + 1, sizeof(*p->ho), 64) < 0) {
-			free(h.address);
-			break;
-		}
-		h.svc = strdup(set.svc);
-		h.name = strdup(set.name);
-		if (!h.svc || !h.name) {
-			free(h.svc);
-			free(h.name);
-			free(h.address);
+		h.at.svc = strdup(set.svc);
+		h.at.name = strdup(set.name);
+		if (!h.at.svc || !h.at.name ||
+		    hlb_grow((void **)&p->ho, &cap, p->n_ho + 1, sizeof(*p->ho), 64) < 0) {
+			handover_backend_free(&h.at);
 			break;
 		}
 		p->ho[p->n_ho++] = h;
@@ -2683,7 +2682,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 	if (p->n_ho)
 		qsort(p->ho, p->n_ho, sizeof(*p->ho), handover_cmp);
 	if (p->n_ho_seen)
-		qsort(p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), seen_cmp);
+		qsort(p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), handover_cmp);
 }
 
 /*
@@ -2725,12 +2724,11 @@ static void backend_handover(struct hlb_pool_backend *b, const struct hashlb_ser
 	const char *svc = c->name;
 	char qn[POOL_NAME_QUOTED];
 	struct hlb_pool *p = b->svc->pool;
-	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
+	struct handover *h = handover_find(p->ho, p->n_ho, sizeof(*p->ho), svc, b->rt->name);
 	char ramp[32] = "", what[80] = ""; /* what[]: the settings carried, ",a,b" */
 	bool here, passive;
 	unsigned carry;
 
-	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
 	passive = hlb_pool_backend_passive_only(b);
 	/* seen up there: its next down is a flap (not logged: most backends are) */
 	if (handover_seen_up(p, b, svc, h))
@@ -2811,10 +2809,8 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			struct hlb_pool_backend *b = s->backends[j];
-			struct handover key = { .svc = (char *)s->cfg->name, .name = b->rt->name };
-			struct handover *h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho),
-							       handover_cmp)
-						     : NULL;
+			struct handover *h = handover_find(p->ho, p->n_ho, sizeof(*p->ho),
+							   s->cfg->name, b->rt->name);
 			bool here = h && handover_same_address(b, h);
 			bool down = here && h->down;
 
