@@ -58,8 +58,14 @@
 
 /* The most bytes of an HLB_HANDOVER_LINE, its newline left out: two names, an address (as
  * written: HASHLB_HOST_MAX and a port) and the numbers, with room for fields a later version
- * adds. A longer line is passed over. */
+ * adds. Of a longer line, the fields before that bound are read (hlb_handover_next_line()). */
 #define HLB_HANDOVER_LINE_MAX (2 * HASHLB_NAME_MAX + 320 + 320)
+/* The bytes of an HLB_HANDOVER_LINE (its newline left out) from which a hashlb of before the
+ * addr= field passes the whole line over, its backend's state, weight and cap with it: this
+ * version's widest is 735 (two names of HASHLB_NAME_MAX, every number at the most the config
+ * and hashlb ctl set allow, an IPv6 address), under it, so that an upgrade in place back to
+ * such a version carries every setting. A field added must keep it so. */
+#define HLB_HANDOVER_LINE_OLD_MAX 766
 
 /* Of an HLB_HANDOVER_LINE, the settings hashlb ctl set changes: each in force, and as the old
  * process's config has it. */
@@ -78,8 +84,9 @@ struct hlb_handover_set {
 /*
  * The line of <text> that *<at> points to, into <line> (HLB_HANDOVER_LINE_MAX + 1 bytes),
  * its newline left out, and *<at> past it (NULL after the last): each line on its own, as
- * sscanf() measures its whole input first (20,000 lines: 1.5 MB, 1 s a line). false for one
- * too long, passed over.
+ * sscanf() measures its whole input first (20,000 lines: 1.5 MB, 1 s a line). Of a line
+ * longer than HLB_HANDOVER_LINE_MAX (fields of a later version), the fields before the bound,
+ * whole, up to its last space there: false, passed over, if it has none.
  */
 bool hlb_handover_next_line(const char **at, char *line);
 

@@ -15,8 +15,16 @@ bool hlb_handover_next_line(const char **at, char *line)
 	size_t len = end ? (size_t)(end - l) : strlen(l);
 
 	*at = end ? end + 1 : NULL;
-	if (len > HLB_HANDOVER_LINE_MAX)
-		return false;
+	if (len > HLB_HANDOVER_LINE_MAX) {
+		/* Fields a later version adds come last, as each version's did: those before
+		 * the bound are whole up to its last space, the rest passed over. Before, the
+		 * whole line was, its backend's state, weight and cap too. */
+		const char *cut = memrchr(l, ' ', HLB_HANDOVER_LINE_MAX + 1);
+
+		if (!cut)
+			return false;
+		len = (size_t)(cut - l);
+	}
 	memcpy(line, l, len);
 	line[len] = '\0';
 	return true;

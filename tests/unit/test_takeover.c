@@ -126,6 +126,71 @@ static void test_handover_carries_by_the_rule_of_a_reload(void **state)
 }
 
 /*
+ * A set line longer than a reader's bound (HLB_HANDOVER_LINE_MAX: fields a later version adds
+ * after those this one reads, as each version added its own) is read up to the bound, its
+ * fields there whole: the backend's state, weight and cap are carried, its address too, and
+ * the next line read as any. Before, the whole line was passed over: a drained backend came
+ * back in an upgrade (or a rollback) to a version that reads a shorter line than the old one
+ * writes.
+ */
+static void test_handover_line_past_the_bound_keeps_its_fields(void **state)
+{
+	char text[4096], line[HLB_HANDOVER_LINE_MAX + 1];
+	const char *at = text;
+	struct hlb_handover_set set;
+	int n;
+
+	(void)state;
+	n = snprintf(text, sizeof(text),
+		     "set web a admin=drain/ready weight=5/1 max_connections=9/0 health=down "
+		     "penalty=2.000 held=yes ramp=- addr=127.0.0.1:1 hold=- later=%0*d "
+		     "more=%0*d\n"
+		     "set web b admin=maint/ready weight=1/1 max_connections=0/0 health=up\n",
+		     HLB_HANDOVER_LINE_MAX / 2, 0, HLB_HANDOVER_LINE_MAX / 2, 0);
+	assert_true(n > 0 && (size_t)n < sizeof(text));
+	assert_true(hlb_handover_next_line(&at, line));
+	assert_int_equal(hlb_handover_set_parse(line, &set), 0);
+	assert_string_equal(set.name, "a");
+	assert_int_equal(set.s.a, HASHLB_ADMIN_DRAIN);
+	assert_int_equal(set.s.w, 5);
+	assert_int_equal(set.s.max, 9);
+	assert_string_equal(set.health, "down");
+	assert_non_null(strstr(line, " addr=127.0.0.1:1 hold=- "));
+	/* whole fields only: the one across the bound is left out, not cut short */
+	assert_null(strstr(line, "more="));
+	assert_true(hlb_handover_next_line(&at, line));
+	assert_int_equal(hlb_handover_set_parse(line, &set), 0);
+	assert_string_equal(set.name, "b");
+	assert_int_equal(set.s.a, HASHLB_ADMIN_MAINT);
+	assert_string_equal(at, ""); /* the text read to its end */
+}
+
+/*
+ * The widest set line this version writes (two names of HASHLB_NAME_MAX bytes, every number at
+ * the most the config and hashlb ctl set allow, an IPv6 address) is under the bound from which
+ * a hashlb of before the addr= field passes the line over whole (HLB_HANDOVER_LINE_OLD_MAX),
+ * so that an upgrade in place back to one carries every backend's state, weight and cap.
+ * A field added to HLB_HANDOVER_LINE must keep it so.
+ */
+static void test_handover_widest_line_read_by_older_hashlbs(void **state)
+{
+	char name[HASHLB_NAME_MAX + 1], line[2048];
+	int n;
+
+	(void)state;
+	memset(name, 'n', HASHLB_NAME_MAX);
+	name[HASHLB_NAME_MAX] = '\0';
+	n = snprintf(line, sizeof(line), HLB_HANDOVER_LINE, name, name, "maint", "maint",
+		     HASHLB_WEIGHT_MAX, HASHLB_WEIGHT_MAX, HASHLB_MAX_CONNECTIONS_MAX,
+		     HASHLB_MAX_CONNECTIONS_MAX, "assumed", 999999.999 /* read below 1e6 */, "yes",
+		     "3600000" /* slow_start's most */,
+		     "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255]:65535",
+		     "28800000/28800000/4294967295" /* 8 x passive_hold's most; holds a u32 */);
+	print_message("    the widest set line: %d bytes, its newline left out\n", n - 1);
+	assert_true(n - 1 < HLB_HANDOVER_LINE_OLD_MAX);
+}
+
+/*
  * A text whose descriptors do not fit one message, sent without waiting (hlb_fdpass_send_some():
  * GET /sockets on the admin endpoint's loop) through a socket that fills, again and again: each
  * batch of HLB_FDPASS_PER_MSG rides on the first byte of the first line that names it (the
@@ -218,6 +283,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_failed_takeover_closes_the_resync_socket),
 		cmocka_unit_test(test_handover_carries_by_the_rule_of_a_reload),
+		cmocka_unit_test(test_handover_line_past_the_bound_keeps_its_fields),
+		cmocka_unit_test(test_handover_widest_line_read_by_older_hashlbs),
 		cmocka_unit_test(test_send_some_batches_ride_on_their_lines),
 	};
 
