@@ -631,10 +631,11 @@ def missing_executable_is_reported():
     why = f"could not be started, ENOENT (No such file or directory): {real}"
     check(up and up["new_pid"] is None and up["error"] == why,
           f"/status: the upgrade failed, no process started, from which file: {up}")
-    # its line credits the signal, as the other upgrade lines do (before, no by=)
-    gone = [l for l in old.log if 'msg="cannot upgrade in place"' in l]
-    check(gone and re.search(r' err=ENOENT by=signal$', gone[0]),
-          f"the failure's line credits the signal (by=signal): {gone}")
+    # its line credits the signal, as the other upgrade lines do (before, no by=); waited
+    # for: the log is read apart from /status, which may say it first
+    gone = r'msg="cannot upgrade in place" .* err=ENOENT by=signal$'
+    check(old.wait_log(gone), "the failure's line credits the signal (by=signal): "
+          f"{[l for l in old.log if 'cannot upgrade in place' in l]}")
     rc, so, se = old.ctl("status")
     check(rc == 0 and "last upgrade FAILED (this process still serving): the new hashlb "
           f"{why}\n" in so, f"hashlb ctl status says it: {so}{se}")
