@@ -724,6 +724,13 @@ uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s);
  * set at run time (hashlb ctl set), which table_memory bounds as it bounds the config's. */
 uint64_t hashlb_service_cfg_weights_bytes_max(const struct hashlb_service_cfg *s,
 					      const uint32_t *weights);
+/* The same with the weight of backend <i> of <s> given by <weight>(<arg>, <s>, <i>): where the
+ * weights in force are kept elsewhere than in an array (a pool's backends, those an upgrade
+ * takes over), read one by one, no array of them built. */
+typedef uint32_t (*hashlb_backend_weight_fn)(void *arg, const struct hashlb_service_cfg *s,
+					     uint32_t i);
+uint64_t hashlb_service_cfg_weights_bytes_max_fn(const struct hashlb_service_cfg *s,
+						 hashlb_backend_weight_fn weight, void *arg);
 
 /* Whose weights a table counted against table_memory has: what its refusal says. */
 enum hashlb_table_memory_by {

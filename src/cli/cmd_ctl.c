@@ -918,32 +918,28 @@ struct carried {
 	uint32_t n;
 };
 
+/* hashlb_service_cfg_weights_bytes_max_fn()'s weight of backend <j> of <s>: the one the new
+ * process carries over it, else the config's */
+static uint32_t carried_weight(void *arg, const struct hashlb_service_cfg *s, uint32_t j)
+{
+	const struct carried *c = arg;
+	const struct hlb_handover_set *h;
+	struct hlb_handover_set key;
+
+	snprintf(key.svc, sizeof(key.svc), "%s", s->name);
+	snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);
+	h = bsearch(&key, c->v, c->n, sizeof(*c->v), carried_cmp);
+	if (h && hlb_handover_carries(&h->s, s, &s->backends[j]) & HLB_HANDOVER_CARRY_WEIGHT)
+		return h->s.w;
+	return s->backends[j].weight;
+}
+
 static uint64_t carried_bytes(void *arg, uint32_t i, const struct hashlb_service_cfg **ret_s)
 {
 	const struct carried *c = arg;
-	const struct hashlb_service_cfg *s = &c->cfg->services[i];
-	struct hlb_handover_set key;
-	uint64_t own;
-	uint32_t *w;
 
-	*ret_s = s;
-	w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
-	if (!w)
-		return UINT64_MAX;
-	snprintf(key.svc, sizeof(key.svc), "%s", s->name);
-	for (uint32_t j = 0; j < s->n_backends; j++) {
-		const struct hlb_handover_set *h;
-
-		snprintf(key.name, sizeof(key.name), "%s", s->backends[j].name);
-		h = bsearch(&key, c->v, c->n, sizeof(*c->v), carried_cmp);
-		w[j] = s->backends[j].weight;
-		if (h &&
-		    hlb_handover_carries(&h->s, s, &s->backends[j]) & HLB_HANDOVER_CARRY_WEIGHT)
-			w[j] = h->s.w;
-	}
-	own = hashlb_service_cfg_weights_bytes_max(s, w);
-	free(w);
-	return own;
+	*ret_s = &c->cfg->services[i];
+	return hashlb_service_cfg_weights_bytes_max_fn(*ret_s, carried_weight, arg);
 }
 
 /*

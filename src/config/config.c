@@ -3596,8 +3596,8 @@ int hashlb_service_cfg_check_weights(const struct hashlb_service_cfg *s, const u
 	return service_table(s, NULL, weights, NULL, err);
 }
 
-uint64_t hashlb_service_cfg_weights_bytes_max(const struct hashlb_service_cfg *s,
-					      const uint32_t *weights)
+uint64_t hashlb_service_cfg_weights_bytes_max_fn(const struct hashlb_service_cfg *s,
+						 hashlb_backend_weight_fn weight, void *arg)
 {
 	struct hashlb_backend_spec *specs =
 		calloc(s->n_backends ? s->n_backends : 1, sizeof(*specs));
@@ -3607,11 +3607,24 @@ uint64_t hashlb_service_cfg_weights_bytes_max(const struct hashlb_service_cfg *s
 		return UINT64_MAX;
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		specs[i].name = s->backends[i].name;
-		specs[i].weight = weights ? weights[i] : s->backends[i].weight;
+		specs[i].weight = weight ? weight(arg, s, i) : s->backends[i].weight;
 	}
 	bytes = hashlb_table_bytes_max(&s->table, specs, s->n_backends);
 	free(specs);
 	return bytes;
+}
+
+static uint32_t weight_of_array(void *arg, const struct hashlb_service_cfg *s, uint32_t i)
+{
+	(void)s;
+	return ((const uint32_t *)arg)[i];
+}
+
+uint64_t hashlb_service_cfg_weights_bytes_max(const struct hashlb_service_cfg *s,
+					      const uint32_t *weights)
+{
+	return hashlb_service_cfg_weights_bytes_max_fn(s, weights ? weight_of_array : NULL,
+						       (void *)weights);
 }
 
 uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s)

@@ -3722,21 +3722,21 @@ static bool weight_set(const struct hlb_pool_backend *b)
 	return b->rt->weight != b->cfg_weight;
 }
 
+/* hashlb_service_cfg_weights_bytes_max_fn()'s weight of backend <i> of pool service <arg>:
+ * the one in force */
+static uint32_t weight_in_force(void *arg, const struct hashlb_service_cfg *c, uint32_t i)
+{
+	const struct hlb_pool_service *s = arg;
+
+	(void)c;
+	return s->backends[i]->rt->weight;
+}
+
 uint64_t hlb_pool_service_bytes_max(const struct hlb_pool_service *s)
 {
-	uint32_t *w;
-	uint64_t bytes;
-
 	if (s->n_backends != s->cfg->n_backends) /* not so: the config's, as it counted */
 		return hashlb_service_cfg_table_bytes_max(s->cfg);
-	w = calloc(s->n_backends ? s->n_backends : 1, sizeof(*w));
-	if (!w)
-		return UINT64_MAX;
-	for (uint32_t j = 0; j < s->n_backends; j++)
-		w[j] = s->backends[j]->rt->weight;
-	bytes = hashlb_service_cfg_weights_bytes_max(s->cfg, w);
-	free(w);
-	return bytes;
+	return hashlb_service_cfg_weights_bytes_max_fn(s->cfg, weight_in_force, (void *)s);
 }
 
 bool hlb_pool_weight_set(const struct hlb_pool *p)
