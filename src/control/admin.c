@@ -439,21 +439,35 @@ static void limits_get(struct hlb_control *ctl, struct limits *l)
 	l->max_connections = ctl->max_connections ? (int64_t)ctl->max_connections(ctl->daemon) : -1;
 }
 
+/* /status' "limits" members, each one of struct limits: its key and where it is */
+static const struct {
+	const char *key;
+	size_t off;
+} limit_fields[] = {
+	{ "nofile", offsetof(struct limits, nofile) },
+	{ "open_fds", offsetof(struct limits, open_fds) },
+	{ "connections", offsetof(struct limits, connections) },
+	{ "max_connections", offsetof(struct limits, max_connections) },
+};
+_Static_assert(sizeof(limit_fields) / sizeof(limit_fields[0]) * sizeof(int64_t) ==
+		       sizeof(struct limits),
+	       "a key for each limit");
+
 static void limits_json(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	struct limits l;
-	const char *keys[] = { "nofile", "open_fds", "connections", "max_connections" };
 
 	limits_get(ctl, &l);
-	const int64_t vs[] = { l.nofile, l.open_fds, l.connections, l.max_connections };
-
 	hlb_buf_puts(o, ",\"limits\":{");
-	for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
-		hlb_buf_printf(o, "%s\"%s\":", i ? "," : "", keys[i]);
-		if (vs[i] < 0)
+	for (size_t i = 0; i < sizeof(limit_fields) / sizeof(limit_fields[0]); i++) {
+		int64_t v;
+
+		memcpy(&v, (const char *)&l + limit_fields[i].off, sizeof(v));
+		hlb_buf_printf(o, "%s\"%s\":", i ? "," : "", limit_fields[i].key);
+		if (v < 0)
 			hlb_buf_puts(o, "null");
 		else
-			hlb_buf_printf(o, "%" PRId64, vs[i]);
+			hlb_buf_printf(o, "%" PRId64, v);
 	}
 	hlb_buf_puts(o, "}");
 }
