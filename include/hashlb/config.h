@@ -638,10 +638,11 @@ void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, 
 #define HASHLB_DURATION_STRLEN 32
 void hashlb_duration_format(uint64_t ms, char *buf, size_t len);
 /*
- * <c>'s table_memory as the errors of a table past it say it, in the largest unit that
- * writes it exactly and in bytes, ", the default" when the config does not give it:
- * "4MiB (4194304)", "1GiB (1073741824, the default)". The loader's, a reload's and an
- * upgrade's alike.
+ * <c>'s table_memory wherever it is said to a user: the errors of a table past it (the
+ * loader's, a reload's, an upgrade's, POST /set's), hashlb check and hashlb ctl status.
+ * hashlb_bytes_format()'s figure, then the bytes exactly (what the errors' sums are counted
+ * in), ", the default" when the config does not give it: "4 MiB (4194304 bytes)",
+ * "1 GiB (1073741824 bytes, the default)"; "0 (no cap)".
  */
 #define HASHLB_TABLE_MEMORY_STRLEN 64
 void hashlb_table_memory_format(const struct hashlb_config *c, char *buf, size_t len);

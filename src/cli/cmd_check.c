@@ -542,7 +542,7 @@ int cmd_check(int argc, char **argv)
 	const char *path = NULL, *against = NULL;
 	char against_name[CLI_OPT_NAME_MAX] = "", quiet_name[CLI_OPT_NAME_MAX] = "";
 	struct hashlb_error err;
-	char name[CLI_OPT_NAME_MAX], tb[32], tm[32];
+	char name[CLI_OPT_NAME_MAX], tb[32], tm[HASHLB_TABLE_MEMORY_STRLEN];
 	const char *admin = NULL;
 	struct sockaddr_storage admin_addr;
 	socklen_t admin_len = 0;
@@ -625,13 +625,9 @@ int cmd_check(int argc, char **argv)
 			return r < 0 ? 1 : 0;
 		}
 		hashlb_bytes_format(c->table_bytes, tb, sizeof(tb));
-		printf("tables: up to %s with backends down", tb);
-		if (c->table_memory) {
-			hashlb_bytes_format(c->table_memory, tm, sizeof(tm));
-			printf(", of table_memory %s\n", tm);
-		} else {
-			printf(" (table_memory 0: no cap)\n");
-		}
+		/* table_memory as its errors say it, the bytes exactly and whether the default */
+		hashlb_table_memory_format(c, tm, sizeof(tm));
+		printf("tables: up to %s with backends down, of table_memory %s\n", tb, tm);
 		for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 			printf("\n");
 			r = print_service(&c->services[i]);

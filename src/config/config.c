@@ -800,8 +800,15 @@ void hashlb_duration_format(uint64_t ms, char *buf, size_t len)
 
 void hashlb_table_memory_format(const struct hashlb_config *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s (%" PRIu64 "%s)", unit_text(&size_kind, c->table_memory).s,
-		 c->table_memory, c->table_memory_pos.line ? "" : ", the default");
+	char unit[HASHLB_BYTES_STRLEN];
+
+	if (!c->table_memory) {
+		snprintf(buf, len, "0 (no cap)");
+		return;
+	}
+	hashlb_bytes_format(c->table_memory, unit, sizeof(unit));
+	snprintf(buf, len, "%s (%" PRIu64 " bytes%s)", unit, c->table_memory,
+		 c->table_memory_pos.line ? "" : ", the default");
 }
 
 void hashlb_bytes_format(uint64_t bytes, char *buf, size_t len)

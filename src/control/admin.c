@@ -679,7 +679,7 @@ static void drained_text(struct hlb_buf *o, const struct hlb_pool_service *s)
 
 static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 {
-	char tables[HASHLB_BYTES_STRLEN], cap[HASHLB_BYTES_STRLEN];
+	char tables[HASHLB_BYTES_STRLEN], cap[HASHLB_TABLE_MEMORY_STRLEN];
 	const struct hashlb_error *e = &ctl->last_reload_err;
 	struct hlb_steer_sample *steer = NULL;
 	uint32_t n_steer = 0;
@@ -694,13 +694,9 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		       ctl->reloads_ok, ctl->reloads_failed);
 	/* in the units hashlb check says them in; /status' JSON has the bytes */
 	hashlb_bytes_format(hlb_snapshot_tables_bytes(), tables, sizeof(tables));
-	hlb_buf_printf(o, "tables: %s held", tables);
-	if (ctl->cfg->table_memory) {
-		hashlb_bytes_format(ctl->cfg->table_memory, cap, sizeof(cap));
-		hlb_buf_printf(o, ", table_memory %s\n", cap);
-	} else {
-		hlb_buf_puts(o, ", table_memory 0 (no cap)\n");
-	}
+	/* table_memory as hashlb check and its errors say it */
+	hashlb_table_memory_format(ctl->cfg, cap, sizeof(cap));
+	hlb_buf_printf(o, "tables: %s held, table_memory %s\n", tables, cap);
 	limits_get(ctl, &l);
 	if (l.nofile >= 0)
 		hlb_buf_printf(o, "fd limit: %" PRId64 " (%" PRId64 " open)", l.nofile, l.open_fds);

@@ -55,7 +55,8 @@ check(r.stdout.startswith("scheme       ring vnodes=50 seed=0\n"), f"table, ring
 
 # the tables' memory at most, against table_memory (1 GiB by default): whole, as the config
 # writes it, not "1024.0 MiB" (as ctl status says them too)
-check(re.search(r"^tables: up to 38\d\.\d KiB with backends down, of table_memory 1 GiB$",
+check(re.search(r"^tables: up to 38\d\.\d KiB with backends down, of table_memory 1 GiB "
+                r"\(1073741824 bytes, the default\)$",
                 p.stdout, re.M) and
       re.search(r"^  table        \d+ bytes \(up to \d+ with backends down\)$", p.stdout, re.M),
       f"check prints the tables' memory and table_memory: {p.stdout}")
@@ -66,13 +67,27 @@ with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
             "    table_size: 251\n    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
 r = run("check", "-c", f.name)
 os.unlink(f.name)
-small = re.search(r"^tables: up to (\d+\.\d) KiB with backends down, of table_memory 1 GiB$",
+small = re.search(r"^tables: up to (\d+\.\d) KiB with backends down, of table_memory 1 GiB "
+                r"\(1073741824 bytes, the default\)$",
                   r.stdout, re.M)
 total = re.search(r"^  table        \d+ bytes \(up to (\d+) with backends down\)$", r.stdout, re.M)
 check(r.returncode == 0 and small and total and
       small.group(1) == f"{int(total.group(1)) // 1024}.{int(total.group(1)) % 1024 * 10 // 1024}"
       != "0.0",
       f"check prints a small table's size in KiB: {r.stdout}")
+
+# table_memory said as its errors say it (before: "1 GiB" here, "1GiB (1073741824, the
+# default)" in the refusals): the figure, then the bytes exactly, which a config that is not
+# whole in the figure's unit writes
+for cap, said in (("1536MiB", "1.5 GiB (1610612736 bytes)"), ("0", "0 (no cap)")):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"table_memory: {cap}\nservices:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+                "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+    r = run("check", "-c", f.name)
+    os.unlink(f.name)
+    check(r.returncode == 0 and re.search(r"^tables: up to .* with backends down, of "
+                                          rf"table_memory {re.escape(said)}$", r.stdout, re.M),
+          f"check says table_memory {cap} as {said!r}: {r.stdout}")
 
 # weights more than 16 times apart: a table counts 1/4 byte a slot more (README), the owner
 # blocks over its effective slots and over its full ones, which a table with a backend down keeps
@@ -106,7 +121,7 @@ r, name = skew_config(100, "1MiB")
 check(r.returncode == 1 and r.stdout == "" and
       re.fullmatch(rf"{re.escape(name)}:3:5: error: service 'web': with its table \(\d+ bytes at "
                    r"most\) the services' tables up to it may take \d+ bytes, over table_memory "
-                   r"1MiB \(1048576\): raise it \(0 = no cap\)\n", r.stderr),
+                   r"1 MiB \(1048576 bytes\): raise it \(0 = no cap\)\n", r.stderr),
       f"the README's example, 100:1 under 1MiB, is refused: exit {r.returncode}: {r.stderr}")
 r, _ = skew_config(10, "1MiB")
 check(r.returncode == 0, f"10:1 under 1MiB fits: exit {r.returncode}: {r.stderr}")

@@ -1015,7 +1015,7 @@ def weight_beyond_table_memory_is_refused():
     gen = lb.service()["generation"]
     rc, so, se = lb.ctl("set", "a", "weight", "500")
     check(rc == 1 and "weight 500 would let service t's table take up to " in se and
-          "over table_memory 4MiB (4194304): nothing changed" in se,
+          "over table_memory 4 MiB (4194304 bytes): nothing changed" in se,
           f"ctl set a weight 500: refused: {rc} {so!r} {se!r}")
     a = lb.backend("a")
     check(a["weight"] == 1 and lb.service()["generation"] == gen and
@@ -1030,14 +1030,14 @@ def weight_beyond_table_memory_is_refused():
     rc, so, se = lb.ctl("reload")
     check(rc == 1 and "service 't': with the weights set at run time (hashlb ctl set) kept over "
           "the config, the services' tables up to it may take " in se and
-          "over table_memory 1MiB (1048576): raise it" in se and
+          "over table_memory 1 MiB (1048576 bytes): raise it" in se and
           lb.backend("a")["weight"] == 60,
           f"a reload to table_memory: 1MiB keeping weight 60: refused: {rc} {so!r} {se!r}")
     rc, so, se = lb.ctl("set", "a", "weight", "1")
     rc2, so2, se2 = lb.ctl("reload")
     check(rc == 0 and rc2 == 0, f"with the weight set back, the reload applies: {se} {se2}")
     rc, so, se = lb.ctl("set", "a", "weight", "60")
-    check(rc == 1 and "over table_memory 1MiB (1048576): nothing changed" in se,
+    check(rc == 1 and "over table_memory 1 MiB (1048576 bytes): nothing changed" in se,
           f"and the new bound holds for the next set: {rc} {se!r}")
     check(lb.stop() == 0, "exit 0")
 

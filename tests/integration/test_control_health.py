@@ -848,7 +848,8 @@ def table_memory_counts_every_table():
     # in the units hashlb check says them in (the JSON has the bytes): before, "262570 bytes
     # held, table_memory 1073741824"
     # (the tenth cut, not rounded)
-    check(f"tables: {up // 1024}.{up % 1024 * 10 // 1024} KiB held, table_memory 1 GiB\n" in so,
+    check(f"tables: {up // 1024}.{up % 1024 * 10 // 1024} KiB held, table_memory 1 GiB "
+          "(1073741824 bytes, the default)\n" in so,
           f"ctl status says it, with the cap: {so[:300]}")
     check(lb.status()["table_memory"]["limit"] == 1 << 30, "/status: the cap too")
 

@@ -1121,7 +1121,7 @@ def an_upgrade_past_table_memory_with_run_time_weights_is_refused_up_front():
         check(rc == 1 and re.search(r":1:15: error: service 't': with the weights set at run "
                                     r"time in the hashlb it takes over from, the "
                                     r"services' tables up to it may take \d+ bytes, over "
-                                    r"table_memory 4MiB \(4194304\)", se)
+                                    r"table_memory 4 MiB \(4194304 bytes\)", se)
               and "nothing was sent" in se,
               f"{admin}: refused at table_memory, nothing sent: {rc} {se!r}")
         st = lb.status()
@@ -1183,7 +1183,7 @@ def an_upgrade_pre_check_asks_an_older_hashlb_as_before():
         return "404 Not Found", "no such endpoint\n"
 
     p, asked = _stand_in_precheck(answer)
-    check(p.returncode == 1 and "over table_memory 4MiB (4194304)" in p.stderr and
+    check(p.returncode == 1 and "over table_memory 4 MiB (4194304 bytes)" in p.stderr and
           "nothing was sent" in p.stderr, f"refused up front: {p.returncode} {p.stderr!r}")
     check(len(asked) == 2 and "only=settings" in asked[0] and asked[1].startswith("GET /sockets")
           and "only=" not in asked[1], f"only=settings, then as before, nothing else: {asked}")
@@ -1239,7 +1239,7 @@ def an_upgrade_pre_check_keeps_the_run_time_weights_alone():
         return "404 Not Found", "no such endpoint\n"
 
     p, asked = _stand_in_precheck(answer, limit)
-    check(p.returncode == 1 and "over table_memory 4MiB (4194304)" in p.stderr and
+    check(p.returncode == 1 and "over table_memory 4 MiB (4194304 bytes)" in p.stderr and
           "nothing was sent" in p.stderr, f"refused up front: {p.returncode} {p.stderr!r}")
     check(len(asked) == 1, f"the look alone, no upgrade asked: {asked}")
 

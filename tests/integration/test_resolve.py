@@ -1058,7 +1058,7 @@ def round_refused_says_so():
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))  # 35,000 points: past it
     got = refused_rounds(lb, 3)
     check(len(got) == 1 and "line=2 column=15" in got[0] and
-          "over table_memory 1MiB (1048576): raise it" in got[0] and
+          "over table_memory 1 MiB (1048576 bytes): raise it" in got[0] and
           "rounds_failed=1" in got[0], f"logged once, at table_memory, in its words: {got}")
     was = lb.status()["resolve"]
     check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= was["failed"] + 2, timeout=30)
@@ -1092,7 +1092,7 @@ def round_past_own_table_memory_says_so():
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))
     got = refused_rounds(lb, 2)
     check(len(got) == 1 and f"line={line} " in got[0] and "its names resolved" in got[0] and
-          "over table_memory 1MiB (1048576): raise it" in got[0] and
+          "over table_memory 1 MiB (1048576 bytes): raise it" in got[0] and
           "rounds_failed=1" in got[0], f"logged once, at the service, in its words: {got}")
     check(not msg_lines(lb, "names not resolved"),
           f"not as names not resolved: {msg_lines(lb, 'names not resolved')[:1]}")
@@ -1152,7 +1152,7 @@ def refused_with_a_failing_name(tag, first, weight_set):
     names.set_hosts("".join(f"{h} pool\n" for h in hosts))  # other gone, pool past the cap
     got = refused_rounds(lb, 3)
     failed = msg_lines(lb, "names not resolved")
-    check(len(got) == 1 and "over table_memory 1MiB (1048576): raise it" in got[0] and
+    check(len(got) == 1 and "over table_memory 1 MiB (1048576 bytes): raise it" in got[0] and
           "rounds_failed=1" in got[0], f"the refusal logged once, the first round's: {got}")
     check(len(failed) == 1 and "other" in failed[0] and "rounds_failed=1" in failed[0],
           f"the failing name logged too, once, in the same round (one round failed): {failed}")
@@ -1166,7 +1166,7 @@ def refused_with_a_failing_name(tag, first, weight_set):
     check(isinstance(errs, list) and len(errs) == 2 and
           errs[0].startswith(f"{lb.path}:") and "other" in errs[0] and
           "does not resolve" in errs[0] and
-          "over table_memory 1MiB (1048576): raise it" in errs[1] and
+          "over table_memory 1 MiB (1048576 bytes): raise it" in errs[1] and
           res["last_error"] == errs[1],
           f"/status lists both of the round's errors, the refusal its last_error: {res}")
     # hashlb ctl status too, a line each under one that says the round failed (before, it

@@ -4279,7 +4279,7 @@ static void test_table_memory(void **state)
 	/* the third passes 2 MiB; refused at its mapping */
 	three_maglev(yaml, sizeof(yaml), "table_memory: 2MiB", false);
 	expect_table_memory_error(yaml, 15, 5, "service 'c': with its table");
-	snprintf(top, sizeof(top), "over table_memory 2MiB (2097152): raise it (0 = no cap)");
+	snprintf(top, sizeof(top), "over table_memory 2 MiB (2097152 bytes): raise it (0 = no cap)");
 	expect_table_memory_error(yaml, 15, 5, top);
 	snprintf(top, sizeof(top), "may take %llu bytes", (unsigned long long)three);
 	expect_table_memory_error(yaml, 15, 5, top);
@@ -4342,7 +4342,7 @@ static void test_table_memory(void **state)
 			 (unsigned long long)(HASHLB_TABLE_MEMORY_DEFAULT / one_table));
 		assert_int_equal(err.line, (int)(HASHLB_TABLE_MEMORY_DEFAULT / one_table) + 2);
 		if (!strstr(err.msg, top) ||
-		    !strstr(err.msg, "over table_memory 1GiB (1073741824, the default)"))
+		    !strstr(err.msg, "over table_memory 1 GiB (1073741824 bytes, the default)"))
 			fail_msg("got: %s", err.msg);
 	}
 	free(big);

@@ -1241,8 +1241,8 @@ static void test_reload_weights_past_table_memory_say_where(void **state)
 	struct hashlb_config *next;
 	struct hashlb_error err = { 0 };
 	struct fixture f;
+	char want[128], unit[HASHLB_BYTES_STRLEN];
 	uint64_t kib;
-	char want[128];
 
 	(void)state;
 	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
@@ -1262,8 +1262,9 @@ static void test_reload_weights_past_table_memory_say_where(void **state)
 	assert_int_equal(err.reason, HASHLB_ERR_MEMORY_CAP);
 	assert_int_equal(err.line, 4);
 	assert_int_equal(err.column, 5);
-	snprintf(want, sizeof(want), "over table_memory %" PRIu64 "KiB (%" PRIu64 ", the default)",
-		 kib, kib * 1024);
+	hashlb_bytes_format(kib * 1024, unit, sizeof(unit));
+	snprintf(want, sizeof(want), "over table_memory %s (%" PRIu64 " bytes, the default)", unit,
+		 kib * 1024);
 	if (!strstr(err.msg, "service 'web': with the weights set at run time") ||
 	    !strstr(err.msg, want))
 		fail_msg("got: %s", err.msg);
@@ -1274,8 +1275,8 @@ static void test_reload_weights_past_table_memory_say_where(void **state)
 	assert_int_equal(hlb_control_weights_fit(&ctl, next, &err), -E2BIG);
 	assert_int_equal(err.line, 1);
 	assert_int_equal(err.column, 15);
-	snprintf(want, sizeof(want), "over table_memory %" PRIu64 "KiB (%" PRIu64 "): raise it",
-		 kib, kib * 1024);
+	snprintf(want, sizeof(want), "over table_memory %s (%" PRIu64 " bytes): raise it", unit,
+		 kib * 1024);
 	if (!strstr(err.msg, want))
 		fail_msg("got: %s", err.msg);
 	hashlb_config_free(next);
