@@ -319,7 +319,10 @@ int hashlb_config_load_after(const char *path, unsigned int flags, const struct 
  * resolved but refused: the tables past table_memory, -E2BIG, reason HASHLB_ERR_MEMORY_CAP, at
  * the service (hashlb_table_memory_add()); a service past HASHLB_BACKENDS_MAX backends once
  * its each_address names expand, -EINVAL, reason HASHLB_ERR_TOO_MANY_BACKENDS, at its first
- * backend's address.
+ * backend's address; an expanded backend named as another, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
+ * at its entry's address; a table the expanded backends make refused (a Maglev table_size
+ * below them, a ring past the build's cap), -EINVAL with the table's reason, at the first
+ * backend's address. Only a name's own failure has reason HASHLB_ERR_CONFIG.
  */
 #define HASHLB_RESOLVE_TIMEOUT_MS 5000
 #define HASHLB_EACH_ADDRESS_MAX 1024u

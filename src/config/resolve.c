@@ -382,6 +382,21 @@ static int resolve_fail(struct hashlb_config *c, const struct hashlb_backend_cfg
 }
 
 /*
+ * resolve_fail() for the names resolved, their backends refused (<reason>: what is wrong with
+ * them, not HASHLB_ERR_CONFIG, a name's failure): a round tells it from a name that failed by
+ * it, and says so (hashlb_config_resolve()).
+ */
+static int resolve_refused(struct hashlb_config *c, const struct hashlb_backend_cfg *b,
+			   struct hashlb_error *err, enum hashlb_err_reason reason, const char *msg)
+{
+	int ret = resolve_fail(c, b, err, -EINVAL, msg);
+
+	if (err)
+		err->reason = reason;
+	return ret;
+}
+
+/*
  * -EINVAL, with its reason, if backend <b> of service <s> has an address
  * (a name's answer) that no connect can use: 0.0.0.0, the service's own,
  * a zone-less link-local one, one of the other family than the source.
@@ -533,12 +548,8 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 		snprintf(msg, sizeof(msg),
 			 "service '%s' has %llu backends once its names are resolved: at most %u",
 			 s->name, (unsigned long long)n, HASHLB_BACKENDS_MAX);
-		/* -EINVAL as the table's own refusal (-E2BIG is table_memory's); the reason
-		 * tells a round the names resolved, their backends refused */
-		r = resolve_fail(c, &s->backends[0], err, -EINVAL, msg);
-		if (err)
-			err->reason = HASHLB_ERR_TOO_MANY_BACKENDS;
-		return r;
+		/* -EINVAL as the table's own refusal (-E2BIG is table_memory's) */
+		return resolve_refused(c, &s->backends[0], err, HASHLB_ERR_TOO_MANY_BACKENDS, msg);
 	}
 	v = calloc(n, sizeof(*v));
 	if (!v)
@@ -576,7 +587,7 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 			 "backend '%s' (each_address) gives the name '%s', which another backend "
 			 "of service '%s' has",
 			 b->from_name, b->name, s->name);
-		return resolve_fail(c, b, err, -EINVAL, msg);
+		return resolve_refused(c, b, err, HASHLB_ERR_DUPLICATE_NAME, msg);
 	}
 	r = hashlb_service_cfg_check_table(s, &cerr);
 	if (r < 0 && cerr.reason == HASHLB_ERR_NOMEM)
@@ -584,8 +595,10 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "service '%s', its names resolved: %s", s->name,
 			 cerr.msg);
-		/* -EINVAL as the loader's (a table's own cap too: -E2BIG is table_memory's) */
-		return resolve_fail(c, &s->backends[0], err, -EINVAL, msg);
+		/* -EINVAL as the loader's (a table's own cap too: -E2BIG is table_memory's),
+		 * the table's reason kept (a Maglev table_size below the backends, the build's
+		 * cap) */
+		return resolve_refused(c, &s->backends[0], err, cerr.reason, msg);
 	}
 	return 0;
 }

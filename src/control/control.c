@@ -525,17 +525,21 @@ static void resolve_tick(void *arg)
 					      HASHLB_RESOLVE_TIMEOUT_MS, ctl->cfg, &failed, &err);
 	ctl->resolve_job = NULL;
 	/* a name that failed is said also when the others' addresses are refused (only the
-	 * refusal was); a second failure of a name (out of memory...) stands for the round's */
-	refused = r < 0 && (err.reason == HASHLB_ERR_MEMORY_CAP ||
-			    err.reason == HASHLB_ERR_TOO_MANY_BACKENDS);
+	 * refusal was); a second failure of a name (out of memory...) stands for the round's.
+	 * A name's failure has reason config; the names resolved, their backends refused, say
+	 * what is wrong with them (past table_memory, 65,535 backends, a duplicate name, a
+	 * table_size below the backends, the build's cap): before, only the first two were
+	 * told from a name's failure, the others logged as names not resolved */
+	refused = r < 0 && err.reason != HASHLB_ERR_CONFIG && err.reason != HASHLB_ERR_NOMEM &&
+		  err.reason != HASHLB_ERR_SYSTEM;
 	named = failed.reason != HASHLB_ERR_NONE && (r == 0 || refused);
 	if (named)
 		resolve_failed(ctl, RESOLVE_NOT_RESOLVED, &failed, true);
 	else if (failed.reason == HASHLB_ERR_NONE && (r == 0 || refused))
 		resolve_cleared(ctl, RESOLVE_NOT_RESOLVED);
 	if (r < 0) {
-		/* the names resolved, their addresses past the config's own table_memory, or a
-		 * service past 65,535 backends once they expand */
+		/* the names resolved, their backends refused (refused, above), or a name failed
+		 * beyond keeping its address */
 		resolve_failed(ctl, refused ? RESOLVE_REFUSED : RESOLVE_NOT_RESOLVED, &err, !named);
 		resolve_drop(ctl);
 	} else {

@@ -1132,6 +1132,50 @@ def round_past_backends_max_says_so():
     check(lb.stop() == 0, "exit 0")
 
 
+def round_refused_by_its_backends_says_what():
+    """A round whose each_address names expand into backends the table refuses, each its own
+    way: a name another backend has, more backends than a Maglev table_size, a ring past the
+    build's cap. Each is logged as refused (the names resolved), saying what is wrong, once,
+    and /status' last_errors says it; the backends keep their addresses. Before, all three
+    were logged as `names not resolved` (the resolver gave them the reason a failing name
+    has), though every name was."""
+    need_unshare()
+    cases = [
+        # the name's second address gives pool@127.0.0.62, which b is called already
+        ("dupname", ["127.0.0.61", "127.0.0.62"], "maglev", "",
+         [("pool", "pool:9", "each_address: true"), ("pool@127.0.0.62", "127.0.0.1:9")],
+         "backend 'pool' (each_address) gives the name 'pool@127.0.0.62', which another "
+         "backend of service 't' has"),
+        # 2 backends within table_size 5, then 7
+        ("smalltable", [f"127.0.0.{71 + i}" for i in range(6)], "maglev", "table_size: 5",
+         [("pool", "pool:9", "each_address: true"), ("b", "127.0.0.1:9")],
+         "service 't', its names resolved: Maglev table size 5 is smaller than the 7 backends"),
+        # 500,000 points (vnodes 100000 x weights 4 + 1), then 4,100,000: past 256 MiB
+        ("buildcap", [f"127.0.0.{81 + i}" for i in range(10)], "ring", "vnodes: 100000",
+         [("pool", "pool:9", "each_address: true", "weight: 4"), ("b", "127.0.0.1:9")],
+         "service 't', its names resolved: ring of 4100000 points (vnodes 100000 x weights "
+         "summed 41) needs 295201077 bytes to build, above the cap of 268435456"),
+    ]
+    for tag, hosts, scheme, extra, backends, said in cases:
+        names = Names(tag, f"{hosts[0]} pool\n")
+        cfg = "resolve_every: 1s\n" + config(backends, scheme=scheme, extra=extra,
+                                             health="enabled: false")
+        lb = Lb(cfg, wrap=names.wrap())
+        before = sorted(b["name"] for b in lb.service()["backends"])
+        names.set_hosts("".join(f"{h} pool\n" for h in hosts))
+        got = refused_rounds(lb, 1)
+        check(len(got) == 1 and said in got[0] and
+              "rounds_failed=1" in got[0],
+              f"{tag}: logged once as refused, saying what is wrong: {got}")
+        check(not msg_lines(lb, "names not resolved"),
+              f"{tag}: not as names not resolved: {msg_lines(lb, 'names not resolved')[:1]}")
+        errs = lb.status()["resolve"]["last_errors"]
+        check(len(errs) == 1 and said in errs[0], f"{tag}: last_errors says it: {errs}")
+        check(sorted(b["name"] for b in lb.service()["backends"]) == before,
+              f"{tag}: the backends keep their addresses: {lb.service()['backends']}")
+        check(lb.stop() == 0, f"{tag}: exit 0")
+
+
 def refused_with_a_failing_name(tag, first, weight_set):
     """A round where one name fails (it keeps its address) and the others' new addresses are
     refused past table_memory (<weight_set>: with a weight set at run time; else the config's
@@ -1329,6 +1373,7 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once,
            round_refused_says_so,
            round_past_own_table_memory_says_so, round_past_backends_max_says_so,
+           round_refused_by_its_backends_says_what,
            round_refused_with_a_failing_name_says_both,
            round_past_own_table_memory_with_a_failing_name_says_both,
            failed_reload_keeps_the_round])
