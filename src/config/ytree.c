@@ -642,6 +642,100 @@ static int32_t invisible_on_line(const struct ybuilder *b, int line, struct hash
 	return -1;
 }
 
+/* One character on from <*i> (a UTF-8 one whole), <*at> its position. */
+static void text_step(const struct ybuilder *b, size_t *i, struct hashlb_pos *at)
+{
+	if (b->text[(*i)++] == '\n') {
+		*at = (struct hashlb_pos){ at->line + 1, 1 };
+		return;
+	}
+	while (*i < b->len && ((unsigned char)b->text[*i] & 0xc0) == 0x80)
+		(*i)++;
+	at->column++;
+}
+
+/*
+ * The innermost flow collection open at offset <off> of the text: its '[' or '{' in *<ret>,
+ * whether a '[' in *<ret_seq>; false if none. Those open when libfyaml's events stopped
+ * (b->flow_open[]), and those its scanner read past them before it gave up: where a plain
+ * scalar in a '{' may still be a key, it reads on to the end of the line before it passes
+ * the '{' on ("a: [ {b: c ]" stops with no '{' in the tree). That text is scanned for
+ * brackets, outside quotes and comments: in a flow collection every one is an indicator,
+ * outside one an opener only where a value may start (after ':', '-', '?' or at a line's
+ * start), as a quote is in both.
+ */
+static bool flow_open_at(const struct ybuilder *b, size_t off, struct hashlb_pos *ret,
+			 bool *ret_seq)
+{
+	struct hashlb_pos open[YDEPTH_MAX], at = b->last_end;
+	bool seq[YDEPTH_MAX];
+	const char *t = b->text;
+	char prev = '\n';
+	size_t i;
+	int n = 0;
+
+	for (int d = 0; d < b->depth; d++) {
+		if (!b->flow_open[d].line)
+			continue;
+		open[n] = b->flow_open[d];
+		seq[n++] = b->stack[d]->type == YNODE_SEQ;
+	}
+	i = at.line > 0 ? pos_offset(b, at) : off; /* the events' end not known: those alone */
+	for (size_t j = i; j-- > 0 && t[j] != '\n';)
+		if (t[j] != ' ' && t[j] != '\t') {
+			prev = t[j];
+			break;
+		}
+	while (i < off) {
+		char c = t[i];
+		bool starts = strchr(n ? ",[{:?\n" : ":-?\n", prev) != NULL;
+
+		if (c == '#' && (i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t')) {
+			while (i < off && t[i] != '\n')
+				text_step(b, &i, &at);
+			continue;
+		}
+		if ((c == '\'' || c == '"') && starts) {
+			for (text_step(b, &i, &at); i < off; text_step(b, &i, &at)) {
+				if (c == '"' && t[i] == '\\' && i + 1 < off)
+					text_step(b, &i, &at);
+				else if (t[i] == c &&
+					 (c == '"' || i + 1 >= off || t[i + 1] != '\''))
+					break;
+				else if (t[i] == c) /* '' in single quotes */
+					text_step(b, &i, &at);
+			}
+		} else if ((c == '[' || c == '{') && (n || starts)) {
+			if (n == YDEPTH_MAX)
+				return false;
+			open[n] = at;
+			seq[n++] = c == '[';
+		} else if ((c == ']' || c == '}') && n) {
+			n--;
+		}
+		if (c != ' ' && c != '\t' && i < off)
+			prev = t[i];
+		if (i < off)
+			text_step(b, &i, &at);
+	}
+	if (!n)
+		return false;
+	*ret = open[n - 1];
+	*ret_seq = seq[n - 1];
+	return true;
+}
+
+/* libfyaml's error <de> at <pos>, with the '[' (<seq>) or '{' at <o> still open there. */
+static int still_open(struct ybuilder *b, struct hashlb_pos pos, const struct fy_diag_error *de,
+		      struct hashlb_pos o, bool seq)
+{
+	return yfail(b, &pos,
+		     "YAML syntax error: %s (the '%c' at %d:%d is still open here: a "
+		     "missing '%c'?)",
+		     de->msg ? de->msg : "invalid YAML", seq ? '[' : '{', o.line, o.column,
+		     seq ? ']' : '}');
+}
+
 static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 {
 	struct hashlb_pos pos = { 1, 1 }, at;
@@ -671,26 +765,28 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 	/* A flow collection left open ("backends: [" and no ']') is reported
 	 * where libfyaml gave up: at the end of the text, or on a later line
 	 * that cannot go on in it. Its opener, far above, is what to look at; not
-	 * where the error is at a ']' or '}', which closes one there (wrongly
-	 * indented, or while an inner '{' is open), nor on a line indented deeper
-	 * than the opener's, which goes on in it (a comma missing between two
-	 * items, as the parser says): "a missing ']'?" would name the wrong fault. */
+	 * on a line indented deeper than the opener's, which goes on in it (a
+	 * comma missing between two items, as the parser says), nor where the
+	 * error is at a ']' or '}' of the innermost's kind, which closes it there
+	 * (wrongly indented): "a missing ']'?" would name the wrong fault. A ']'
+	 * reached with an inner '{' open (or a '}' with a '['), libfyaml's
+	 * "mismatched flow sequence end" at the ']', is that '{' left open: it is
+	 * named (before, the parser's words alone). */
 	size_t off = pos_offset(b, pos);
 	bool at_closer = off < b->len && (b->text[off] == ']' || b->text[off] == '}');
 	int indent = line_indent(b, pos.line);
+	struct hashlb_pos o;
+	bool seq;
 
+	if (at_closer && flow_open_at(b, off, &o, &seq) && seq != (b->text[off] == ']'))
+		return still_open(b, pos, de, o, seq);
 	for (int i = b->depth - 1; i >= 0 && !at_closer; i--) {
-		struct hashlb_pos o = b->flow_open[i];
-		bool seq = b->stack[i]->type == YNODE_SEQ;
-
+		o = b->flow_open[i];
+		seq = b->stack[i]->type == YNODE_SEQ;
 		if (!o.line)
 			continue;
 		if (o.line < pos.line && indent <= line_indent(b, o.line))
-			return yfail(b, &pos,
-				     "YAML syntax error: %s (the '%c' at %d:%d is still open "
-				     "here: a missing '%c'?)",
-				     de->msg ? de->msg : "invalid YAML", seq ? '[' : '{', o.line,
-				     o.column, seq ? ']' : '}');
+			return still_open(b, pos, de, o, seq);
 		break;
 	}
 	return yfail(b, &pos, "YAML syntax error: %s%s", de->msg ? de->msg : "invalid YAML",

@@ -128,9 +128,26 @@ static void test_yaml_syntax(void **state)
 		     8, 13,
 		     "missing comma in flow mapping (the '{' at 7:9 is still open here: a "
 		     "missing '}'?)");
-	/* ... but not where the error is at a ']' or '}': the collection closes there (its
-	 * closer wrongly indented, or one that does not match an inner '{'), and "a missing
-	 * ']'?" would name the wrong fault, or one that is not; */
+	/* A ']' reached with an inner '{' still open (or a '}' with a '['): the '{' is named,
+	 * where the parser said only "mismatched flow sequence end" at the ']' */
+	expect_error("a: [\n  {b: c,\n  d: e]\n", 3, 7,
+		     "mismatched flow sequence end (the '{' at 2:3 is still open here: a missing "
+		     "'}'?)");
+	expect_error("a: {b: [1, 2}\n", 1, 13,
+		     "mismatched flow mapping end (the '[' at 1:8 is still open here: a missing "
+		     "']'?)");
+	expect_error(MINIMAL "      - {name: b, address: 127.0.0.1:9002\n    ]\n", 8, 5,
+		     "(the '{' at 7:9 is still open here: a missing '}'?)");
+	/* on one line, where the parser reads to the ']' before it passes the '{' on; brackets
+	 * in quotes and in a comment are none */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:8080\n"
+		     "    backends: [ {name: a, address: 127.0.0.1:9001 ]\n",
+		     4, 51, "(the '{' at 4:17 is still open here: a missing '}'?)");
+	expect_error("a: [ x, {d: 'it''s [', e: \"]\\\"{\" # [\n ]\n", 2, 2,
+		     "(the '{' at 1:9 is still open here: a missing '}'?)");
+	/* ... but not where the error is at a ']' or '}' of the innermost's kind: the collection
+	 * closes there (its closer wrongly indented), and "a missing ']'?" would name the wrong
+	 * fault, or one that is not; */
 	{
 		static const struct {
 			const char *yaml;
@@ -139,7 +156,6 @@ static void test_yaml_syntax(void **state)
 		} closers[] = {
 			{ MINIMAL "    b: [1,\n      2\n    ]\n", 9, 5,
 			  "wrongly indented sequence end in flow mode" },
-			{ "a: [\n  {b: c,\n  d: e]\n", 3, 7, "mismatched flow sequence end" },
 			/* nor on a line indented deeper than the opener's, which goes on in
 			 * it: a comma is what is missing there, as the parser says */
 			{ "services:\n  - name: web\n    listen: 127.0.0.1:8080\n    backends: [\n"
@@ -4279,7 +4295,8 @@ static void test_table_memory(void **state)
 	/* the third passes 2 MiB; refused at its mapping */
 	three_maglev(yaml, sizeof(yaml), "table_memory: 2MiB", false);
 	expect_table_memory_error(yaml, 15, 5, "service 'c': with its table");
-	snprintf(top, sizeof(top), "over table_memory 2 MiB (2097152 bytes): raise it (0 = no cap)");
+	snprintf(top, sizeof(top),
+		 "over table_memory 2 MiB (2097152 bytes): raise it (0 = no cap)");
 	expect_table_memory_error(yaml, 15, 5, top);
 	snprintf(top, sizeof(top), "may take %llu bytes", (unsigned long long)three);
 	expect_table_memory_error(yaml, 15, 5, top);
