@@ -274,9 +274,8 @@ static int config_table(const char *path, const char *service, const char *down,
 		/* Every name in the down list must be a backend: a typo must not pass silently. */
 		if (r == 0)
 			bad = table_args_mark(down, names, s->n_backends, is_down, &l);
-		if (bad) {
-			cli_error("%s names '%.*s', which is not a backend of service '%s'\n",
-				  down_opt, (int)l, bad, s->name);
+		if (bad) { /* said as hashlb steer says it */
+			table_args_check_list(down, down_opt, names, s->n_backends, s->name);
 			free(names);
 			free(is_down);
 			hashlb_config_free(c);

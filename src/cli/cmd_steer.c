@@ -981,8 +981,9 @@ static int from_config(struct steer_args *a)
 	for (uint32_t i = 0; i < svc->n_backends; i++)
 		down[i] = a->backends[i].dest.keep_flows || listed[i];
 	if (table_args_check_list(a->table.down, a->table.down_opt, a->table.specs,
-				  a->table.n_specs) < 0 ||
-	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs) < 0) {
+				  a->table.n_specs, svc->name) < 0 ||
+	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs,
+				  svc->name) < 0) {
 		ret = -EINVAL;
 		goto out;
 	}
@@ -1332,7 +1333,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	}
 	free(backend_args);
 	if (table_args_check(&a->table) < 0 ||
-	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs) < 0)
+	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs, NULL) < 0)
 		return -EINVAL;
 	return 0;
 usage:

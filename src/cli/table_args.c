@@ -189,7 +189,7 @@ int table_args_check(const struct table_args *a)
 			  hashlb_scheme_name(a->params.scheme));
 		return -EINVAL;
 	}
-	return table_args_check_list(a->down, a->down_opt, a->specs, a->n_specs);
+	return table_args_check_list(a->down, a->down_opt, a->specs, a->n_specs, NULL);
 }
 
 int table_args_mark_down(const char *list, struct hashlb_backend_spec *specs, size_t n)
@@ -206,18 +206,37 @@ int table_args_mark_down(const char *list, struct hashlb_backend_spec *specs, si
 	return 0;
 }
 
+/* The backends named in a refusal of a list, at most this many (then how many in all). */
+#define LIST_NAMES_SHOWN 8
+
 int table_args_check_list(const char *list, const char *opt,
-			  const struct hashlb_backend_spec *specs, size_t n)
+			  const struct hashlb_backend_spec *specs, size_t n, const char *svc)
 {
-	/* Every name in the list must be a backend: a typo must not pass silently. */
+	/* Every name in the list must be a backend: a typo must not pass silently. The names
+	 * there are said too, and whose: "which is not a backend" alone left the reader to
+	 * find which service a config gave and how its backends are spelled. */
 	size_t l;
 	const char *bad = table_args_mark(list, specs, n, NULL, &l);
 
-	if (bad) {
-		cli_error("%s names '%.*s', which is not a backend\n", opt, (int)l, bad);
-		return -EINVAL;
-	}
-	return 0;
+	if (!bad)
+		return 0;
+	if (!l)
+		cli_error("%s '%s' has an empty name: give A,B,... (backend names, a comma "
+			  "between two)\n",
+			  opt, list);
+	else if (svc)
+		cli_error("%s names '%.*s', which is not a backend of service '%s' (its backends: ",
+			  opt, (int)l, bad, svc);
+	else
+		cli_error("%s names '%.*s', which is not a backend (the backends: ", opt, (int)l,
+			  bad);
+	for (size_t i = 0; l && i < n && i < LIST_NAMES_SHOWN; i++)
+		fprintf(stderr, "%s%s", i ? ", " : "", specs[i].name);
+	if (l && n > LIST_NAMES_SHOWN)
+		fprintf(stderr, ", ... %zu in all", n);
+	if (l)
+		fprintf(stderr, ")\n");
+	return -EINVAL;
 }
 
 /* The first argument that repeats an earlier one's name, both counted from

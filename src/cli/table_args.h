@@ -97,8 +97,11 @@ int table_args_mark_down(const char *list, struct hashlb_backend_spec *specs, si
  */
 int table_args_refuse_with_config(const struct table_args *a, const char *key_opt,
 				  const char *prefix_opt, const char *config_opt);
-/* -EINVAL (printed, naming option <opt>) unless every name of <list> is a backend of <specs>. */
+/*
+ * -EINVAL (printed: option <opt>, the name that is none, service <svc>'s when not NULL, and
+ * the names there are) unless every name of <list> is a backend of <specs>.
+ */
 int table_args_check_list(const char *list, const char *opt,
-			  const struct hashlb_backend_spec *specs, size_t n);
+			  const struct hashlb_backend_spec *specs, size_t n, const char *svc);
 
 #endif

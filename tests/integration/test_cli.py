@@ -245,8 +245,23 @@ for args, status, msg in [
     # the SPEC as --help gives it: dev= was left out
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "-b", "b"), 2,
      "hashlb steer: backend 'b': expected NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]\n"),
-    (("steer", "-c", STEER_CFG, "--down", "x"), 2, "--down names 'x'"),
-    (("steer", "-c", STEER_CFG, "--drain", "x"), 2, "--drain names 'x'"),
+    # the service the name is not a backend of, and those it has (it said "which is not a
+    # backend" alone: which service -c took, and how its backends are spelled, left to find)
+    (("steer", "-c", STEER_CFG, "--down", "x"), 2,
+     "hashlb steer: --down names 'x', which is not a backend of service 'k' (its backends: a)\n"),
+    (("steer", "-c", STEER_CFG, "--drain", "nope"), 2,
+     "hashlb steer: --drain names 'nope', which is not a backend of service 'k' (its "
+     "backends: a)\n"),
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "-b", "b=10.0.0.3", "--drain", "nope"), 2,
+     "hashlb steer: --drain names 'nope', which is not a backend (the backends: a, b)\n"),
+    (("lookup", "-c", DEMO, "--down", "x", "10.0.0.1"), 2, "which is not a backend of service "),
+    (("table", "--down", "x", *"abcdefghij"), 2,
+     "--down names 'x', which is not a backend (the backends: a, b, c, d, e, f, g, h, ... 10 "
+     "in all)\n"),
+    # an empty name in the list, said so (it said "names ''")
+    (("steer", "-c", STEER_CFG, "--drain", "a,,b"), 2,
+     "hashlb steer: --drain 'a,,b' has an empty name: give A,B,... (backend names, a comma "
+     "between two)\n"),
     (("lookup", "-c", DEMO, "--service", "x", "10.0.0.1"), 2, "--service 'x'"),
     (("steer", "-c", STEER_CFG, "--service", "x"), 2, "--service 'x'"),
     (("steer", "-c", DEMO), 2, "no service has steering: kernel"),
@@ -922,7 +937,8 @@ for args, line in [
     (("table", "--seed", "x", "a"), f"hashlb table: invalid value 'x' for option --seed{SEED}"),
     (("table", "--seed=x", "a"), f"hashlb table: invalid value 'x' for option --seed{SEED}"),
     (("table", "-S", "x", "a"), f"hashlb table: invalid value 'x' for option -S{SEED}"),
-    (("table", "-d", "x", "a"), "hashlb table: -d names 'x', which is not a backend"),
+    (("table", "-d", "x", "a"),
+     "hashlb table: -d names 'x', which is not a backend (the backends: a)"),
     (("table", "--s", "1", "a"),
      "hashlb table: option '--s' is ambiguous; possibilities: '--scheme' '--seed'"),
     (("table",), "hashlb table: no backends given"),
