@@ -663,53 +663,55 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 }
 
 /*
- * The kernel steering counters of one service, summed over CPUs: family <f> of
- * steer_families(), below STEER_OWN_MAX the service's own (s.own: its table's in its
- * program) of counter steer_own[f] (hashlb_steer_stats_field()'s name: each one a table
- * counts of its own but the drops, which hashlb_service_steer_dropped_total has), from
- * STEER_IFACE the same of its program (s.st: every service's on the interface), between
- * them the rest.
+ * A kernel steering family of one service, summed over CPUs: of counter <counter> (a name of
+ * hashlb_steer_stats_field()), the service's own (s.own: its table's in its program) or, with
+ * <iface>, its program's (s.st: every service's on the interface); without a counter, the
+ * sample's figure <other>. Which of a service's own are shown is the steer library's one
+ * rule (hashlb_steer_stats_field_own()), not a list here: before, a list of the counters a
+ * table has as its own, which a change of that rule left behind but for a test.
  */
-#define STEER_OWN_MAX 10
-#define STEER_IFACE 16
-static const char *const steer_own[STEER_OWN_MAX] = {
-	"packets",    "bytes",	 "new_flows",	  "ct_hits",	   "ct_resched",
-	"ct_evicted", "ct_lost", "rst_untracked", "closed_passed", "ct_closing",
+enum steer_other {
+	STEER_FLOWS,
+	STEER_INTERFACE_FLOWS,
+	STEER_FLOWS_MAX,
+	STEER_STALE,
+	STEER_REFUSED
 };
 
-/* hashlb_steer_stats_field()'s index of family <f>'s counter (below STEER_OWN_MAX, or from
- * STEER_IFACE), -ENOENT for another family */
-static int steer_field(int f)
-{
-	if (f >= STEER_IFACE)
-		f -= STEER_IFACE;
-	return f < STEER_OWN_MAX ? hashlb_steer_stats_field_index(steer_own[f]) : -ENOENT;
-}
+struct steer_family {
+	struct family_desc d;
+	const char *counter;
+	bool iface;
+	enum steer_other other;
+};
 
-static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
+static uint64_t steer_value(const struct hlb_steer_sample *s, const struct steer_family *f)
 {
-	const uint64_t v[] = {
-		s->st.passed, s->flows,	      s->interface_flows,
-		s->flows_max, s->table_stale, s->tables_refused,
-	};
-	int i = steer_field(f);
+	const uint64_t other[] = { [STEER_FLOWS] = s->flows,
+				   [STEER_INTERFACE_FLOWS] = s->interface_flows,
+				   [STEER_FLOWS_MAX] = s->flows_max,
+				   [STEER_STALE] = s->table_stale,
+				   [STEER_REFUSED] = s->tables_refused };
+	int i = f->counter ? hashlb_steer_stats_field_index(f->counter) : -ENOENT;
 	uint64_t x = 0;
 
-	_Static_assert(sizeof(v) / sizeof(v[0]) == STEER_IFACE - STEER_OWN_MAX, "a value each");
-	if (f >= STEER_OWN_MAX && f < STEER_IFACE)
-		return v[f - STEER_OWN_MAX];
+	if (!f->counter)
+		return other[f->other];
 	if (i >= 0)
-		hashlb_steer_stats_field(f < STEER_OWN_MAX ? &s->own : &s->st, (unsigned)i, &x);
+		hashlb_steer_stats_field(f->iface ? &s->st : &s->own, (unsigned)i, &x);
 	return x;
 }
 
 /* Whether service <s> has a sample of family <f>: the service's own where its program
  * counts it (hashlb_steer_stats_field_own(): packets and bytes alone of an older hashlb's
- * program that counts no more, none of one that counts none), any other. */
-static bool steer_shown(const struct hlb_steer_sample *s, int f)
+ * program that counts no more, none of one that counts none, never one no table counts of
+ * its own), any other. */
+static bool steer_shown(const struct hlb_steer_sample *s, const struct steer_family *f)
 {
-	return f >= STEER_OWN_MAX ||
-	       (s->own_known && hashlb_steer_stats_field_own((unsigned)steer_field(f), s->own_all));
+	int i = f->counter ? hashlb_steer_stats_field_index(f->counter) : -ENOENT;
+
+	return f->iface || !f->counter ||
+	       (i >= 0 && s->own_known && hashlb_steer_stats_field_own((unsigned)i, s->own_all));
 }
 
 /* One dropped family's samples: of each service, the service's own drops where it has
@@ -741,104 +743,140 @@ static void steer_dropped(struct hlb_buf *o, const char *name, const struct hlb_
  */
 static void steer_families(struct hlb_control *ctl, const struct wanted *w, struct hlb_buf *o)
 {
-	static const struct family_desc fams[] = {
-		{ "hashlb_service_steer_packets_total", "counter",
-		  "Kernel steering: TCP packets to the service's VIP forwarded to a backend." },
-		{ "hashlb_service_steer_bytes_total", "counter",
-		  "Kernel steering: the frame bytes of those packets." },
-		{ "hashlb_service_steer_new_flows_total", "counter",
-		  "Kernel steering: the service's flows scheduled through the table." },
-		{ "hashlb_service_steer_conntrack_hits_total", "counter",
-		  "Kernel steering: the service's packets forwarded by their flow's conntrack entry." },
-		{ "hashlb_service_steer_conntrack_rescheduled_total", "counter",
-		  "Kernel steering: the service's flows whose backend went down or away, scheduled "
-		  "again." },
-		{ "hashlb_service_steer_conntrack_evictions_total", "counter",
-		  "Kernel steering: the service's new flows that took the entry of another flow, its "
-		  "set full (a flow that ended, or a live one: see conntrack_lost)." },
-		{ "hashlb_service_steer_conntrack_lost_total", "counter",
-		  "Kernel steering: the service's packets past a flow's SYN that found no conntrack "
-		  "entry: evicted while the flow lived (the table is too small), scheduled again (the "
-		  "flow moves if the table changed since it began)." },
-		{ "hashlb_service_steer_untracked_resets_total", "counter",
-		  "Kernel steering: the service's RSTs that found no conntrack entry, forwarded by the "
-		  "table (in packets_total) with no entry made: not new flows, not conntrack_lost." },
-		{ "hashlb_service_steer_closed_passed_total", "counter",
-		  "Kernel steering: the service's packets to its VIP while a stop drains it (a new "
-		  "connection, a flow with no conntrack entry) handed to the stack, which refuses "
-		  "them; in passed_total too." },
-		{ "hashlb_service_steer_conntrack_closing_total", "counter",
-		  "Kernel steering: the service's flows whose client's FIN or RST marked their "
-		  "conntrack entry closing (a stop's drain ends once every entry is)." },
-		{ "hashlb_service_steer_passed_total", "counter",
-		  "Kernel steering: packets the program on the service's interface handed to the "
-		  "stack (not for its VIP, not TCP)." },
-		{ "hashlb_service_steer_conntrack_entries", "gauge",
-		  "Kernel steering: the service's conntrack entries, of its VIPs' flows (seen, "
-		  "until evicted): occupancy, not flows open now." },
-		{ "hashlb_service_steer_interface_conntrack_entries", "gauge",
-		  "Kernel steering: conntrack entries in use on the service's interface, every "
-		  "service's there (the table its program shares with them)." },
-		{ "hashlb_service_steer_conntrack_capacity", "gauge",
-		  "Kernel steering: conntrack entries at most, on the service's interface." },
-		{ "hashlb_service_steer_table_stale", "gauge",
-		  "Kernel steering: 1 while the service's latest table is not in the kernel (refused, "
-		  "tried again every second): the kernel path steers by an older one." },
-		{ "hashlb_service_steer_tables_refused_total", "counter",
-		  "Kernel steering: tables the program refused (a backend's MAC unknown, a table "
-		  "larger than its maps)." },
-		{ "hashlb_service_steer_interface_packets_total", "counter",
-		  "Kernel steering: TCP packets forwarded on the service's interface, every "
-		  "service's there (its program's)." },
-		{ "hashlb_service_steer_interface_bytes_total", "counter",
-		  "Kernel steering: the frame bytes of those packets." },
-		{ "hashlb_service_steer_interface_new_flows_total", "counter",
-		  "Kernel steering: new_flows_total of every service on the service's interface." },
-		{ "hashlb_service_steer_interface_conntrack_hits_total", "counter",
-		  "Kernel steering: conntrack_hits_total of every service on the service's "
-		  "interface." },
-		{ "hashlb_service_steer_interface_conntrack_rescheduled_total", "counter",
-		  "Kernel steering: conntrack_rescheduled_total of every service on the service's "
-		  "interface." },
-		{ "hashlb_service_steer_interface_conntrack_evictions_total", "counter",
-		  "Kernel steering: conntrack_evictions_total of every service on the service's "
-		  "interface." },
-		{ "hashlb_service_steer_interface_conntrack_lost_total", "counter",
-		  "Kernel steering: conntrack_lost_total of every service on the service's "
-		  "interface." },
-		{ "hashlb_service_steer_interface_untracked_resets_total", "counter",
-		  "Kernel steering: untracked_resets_total of every service on the service's "
-		  "interface." },
-		{ "hashlb_service_steer_interface_closed_passed_total", "counter",
-		  "Kernel steering: closed_passed_total of every service on the service's "
-		  "interface." },
-		{ "hashlb_service_steer_interface_conntrack_closing_total", "counter",
-		  "Kernel steering: conntrack_closing_total of every service on the service's "
-		  "interface." },
+	/* each family's counter by name, as hashlb steer --stats names it */
+#define OWN(counter) counter, false, 0
+#define IFACE(counter) counter, true, 0
+#define OTHER(what) NULL, true, what
+	static const struct steer_family fams[] = {
+		{ { "hashlb_service_steer_packets_total", "counter",
+		    "Kernel steering: TCP packets to the service's VIP forwarded to a backend." },
+		  OWN("packets") },
+		{ { "hashlb_service_steer_bytes_total", "counter",
+		    "Kernel steering: the frame bytes of those packets." },
+		  OWN("bytes") },
+		{ { "hashlb_service_steer_new_flows_total", "counter",
+		    "Kernel steering: the service's flows scheduled through the table." },
+		  OWN("new_flows") },
+		{ { "hashlb_service_steer_conntrack_hits_total", "counter",
+		    "Kernel steering: the service's packets forwarded by their flow's "
+		    "conntrack entry." },
+		  OWN("ct_hits") },
+		{ { "hashlb_service_steer_conntrack_rescheduled_total", "counter",
+		    "Kernel steering: the service's flows whose backend went down or away, "
+		    "scheduled again." },
+		  OWN("ct_resched") },
+		{ { "hashlb_service_steer_conntrack_evictions_total", "counter",
+		    "Kernel steering: the service's new flows that took the entry of another "
+		    "flow, its set full (a flow that ended, or a live one: see "
+		    "conntrack_lost)." },
+		  OWN("ct_evicted") },
+		{ { "hashlb_service_steer_conntrack_lost_total", "counter",
+		    "Kernel steering: the service's packets past a flow's SYN that found no "
+		    "conntrack entry: evicted while the flow lived (the table is too small), "
+		    "scheduled again (the flow moves if the table changed since it began)." },
+		  OWN("ct_lost") },
+		{ { "hashlb_service_steer_untracked_resets_total", "counter",
+		    "Kernel steering: the service's RSTs that found no conntrack entry, "
+		    "forwarded by the table (in packets_total) with no entry made: not new "
+		    "flows, not conntrack_lost." },
+		  OWN("rst_untracked") },
+		{ { "hashlb_service_steer_closed_passed_total", "counter",
+		    "Kernel steering: the service's packets to its VIP while a stop drains it "
+		    "(a new connection, a flow with no conntrack entry) handed to the stack, "
+		    "which refuses them; in passed_total too." },
+		  OWN("closed_passed") },
+		{ { "hashlb_service_steer_conntrack_closing_total", "counter",
+		    "Kernel steering: the service's flows whose client's FIN or RST marked "
+		    "their conntrack entry closing (a stop's drain ends once every entry is)." },
+		  OWN("ct_closing") },
+		{ { "hashlb_service_steer_passed_total", "counter",
+		    "Kernel steering: packets the program on the service's interface handed to "
+		    "the stack (not for its VIP, not TCP)." },
+		  IFACE("passed") },
+		{ { "hashlb_service_steer_conntrack_entries", "gauge",
+		    "Kernel steering: the service's conntrack entries, of its VIPs' flows "
+		    "(seen, until evicted): occupancy, not flows open now." },
+		  OTHER(STEER_FLOWS) },
+		{ { "hashlb_service_steer_interface_conntrack_entries", "gauge",
+		    "Kernel steering: conntrack entries in use on the service's interface, "
+		    "every service's there (the table its program shares with them)." },
+		  OTHER(STEER_INTERFACE_FLOWS) },
+		{ { "hashlb_service_steer_conntrack_capacity", "gauge",
+		    "Kernel steering: conntrack entries at most, on the service's interface." },
+		  OTHER(STEER_FLOWS_MAX) },
+		{ { "hashlb_service_steer_table_stale", "gauge",
+		    "Kernel steering: 1 while the service's latest table is not in the kernel "
+		    "(refused, tried again every second): the kernel path steers by an older "
+		    "one." },
+		  OTHER(STEER_STALE) },
+		{ { "hashlb_service_steer_tables_refused_total", "counter",
+		    "Kernel steering: tables the program refused (a backend's MAC unknown, a "
+		    "table larger than its maps)." },
+		  OTHER(STEER_REFUSED) },
+		{ { "hashlb_service_steer_interface_packets_total", "counter",
+		    "Kernel steering: TCP packets forwarded on the service's interface, every "
+		    "service's there (its program's)." },
+		  IFACE("packets") },
+		{ { "hashlb_service_steer_interface_bytes_total", "counter",
+		    "Kernel steering: the frame bytes of those packets." },
+		  IFACE("bytes") },
+		{ { "hashlb_service_steer_interface_new_flows_total", "counter",
+		    "Kernel steering: new_flows_total of every service on the service's "
+		    "interface." },
+		  IFACE("new_flows") },
+		{ { "hashlb_service_steer_interface_conntrack_hits_total", "counter",
+		    "Kernel steering: conntrack_hits_total of every service on the service's "
+		    "interface." },
+		  IFACE("ct_hits") },
+		{ { "hashlb_service_steer_interface_conntrack_rescheduled_total", "counter",
+		    "Kernel steering: conntrack_rescheduled_total of every service on the "
+		    "service's interface." },
+		  IFACE("ct_resched") },
+		{ { "hashlb_service_steer_interface_conntrack_evictions_total", "counter",
+		    "Kernel steering: conntrack_evictions_total of every service on the "
+		    "service's interface." },
+		  IFACE("ct_evicted") },
+		{ { "hashlb_service_steer_interface_conntrack_lost_total", "counter",
+		    "Kernel steering: conntrack_lost_total of every service on the service's "
+		    "interface." },
+		  IFACE("ct_lost") },
+		{ { "hashlb_service_steer_interface_untracked_resets_total", "counter",
+		    "Kernel steering: untracked_resets_total of every service on the service's "
+		    "interface." },
+		  IFACE("rst_untracked") },
+		{ { "hashlb_service_steer_interface_closed_passed_total", "counter",
+		    "Kernel steering: closed_passed_total of every service on the service's "
+		    "interface." },
+		  IFACE("closed_passed") },
+		{ { "hashlb_service_steer_interface_conntrack_closing_total", "counter",
+		    "Kernel steering: conntrack_closing_total of every service on the "
+		    "service's interface." },
+		  IFACE("ct_closing") },
 	};
+#undef OWN
+#undef IFACE
+#undef OTHER
 	static const char dropped[] = "hashlb_service_steer_dropped_total";
 	static const char idropped[] = "hashlb_service_steer_interface_dropped_total";
 	struct hlb_steer_sample *v;
 	bool any = family_wanted(w, dropped, "counter") || family_wanted(w, idropped, "counter");
 	uint32_t n;
 
-	_Static_assert(sizeof(fams) / sizeof(fams[0]) == STEER_IFACE + STEER_OWN_MAX,
-		       "an interface_ family for each of the service's own");
 	/* the programs' maps read only for a scrape that asks for one of these */
 	for (unsigned f = 0; !any && f < sizeof(fams) / sizeof(fams[0]); f++)
-		any = family_wanted(w, fams[f].name, fams[f].type);
+		any = family_wanted(w, fams[f].d.name, fams[f].d.type);
 	if (!any || hlb_control_steer_samples(ctl, &v, &n) < 0)
 		return;
 	for (unsigned f = 0; n && f < sizeof(fams) / sizeof(fams[0]); f++) {
-		if (!family(o, w, fams[f].name, fams[f].type, fams[f].help))
+		if (!family(o, w, fams[f].d.name, fams[f].d.type, fams[f].d.help))
 			continue;
 		for (uint32_t i = 0; i < n; i++) {
 			/* the service's own, unknown in an older program of several tables
 			 * (its program's are in interface_*): packets and bytes, or all */
-			if (!steer_shown(&v[i], (int)f))
+			if (!steer_shown(&v[i], &fams[f]))
 				continue;
-			labels2(o, fams[f].name, v[i].service, NULL);
-			hlb_buf_printf(o, " %" PRIu64 "\n", steer_value(&v[i], (int)f));
+			labels2(o, fams[f].d.name, v[i].service, NULL);
+			hlb_buf_printf(o, " %" PRIu64 "\n", steer_value(&v[i], &fams[f]));
 		}
 	}
 	if (n &&
