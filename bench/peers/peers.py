@@ -945,8 +945,8 @@ def main():
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
                     help="one more LB NAME: hashlb with extra run ARGS (e.g. "
                     "'big=--buffer-size 65536'), or another hashlb binary when ARGS starts "
-                    "with its path (e.g. 'patched=/tmp/hashlb --buffer-size 65536'); "
-                    "repeatable, added to --lbs")
+                    "with its path (e.g. 'patched=/tmp/hashlb --buffer-size 65536'; a path it "
+                    "cannot run is refused); repeatable, added to --lbs")
     ap.add_argument("--candidate", default="hashlb",
                     help="the LB whose ratios to the others are reported (default hashlb)")
     ap.add_argument("--idle-conns", type=int, default=5000,
@@ -1013,6 +1013,25 @@ def main():
     # (it was found missing once the backends and the LBs listed before it had started)
     if "bare" in lbs and not find_bare(args.bare):
         ap.error("--lbs bare: no bare forwarder (build it: ninja -C build, or --bare)")
+    # A --variant whose ARGS start with a path names its binary (hashlb run takes no word that
+    # is not an option): one it cannot run was passed to the default hashlb as an argument, and
+    # the variant was left out once everything had started, the run going on without it.
+    variants = {}
+    for spec in args.variant:
+        name, sep, rest = spec.partition("=")
+        if not sep or not name or name in known or name in variants or len(variants) >= 8:
+            ap.error(f"--variant {spec!r}: NAME=ARGS, a new name, at most 8")
+        words = shlex.split(rest)
+        if words and not words[0].startswith("-"):
+            path = words.pop(0)
+            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                ap.error(f"argument --variant: {name}: no executable file {path!r}")
+            binary = os.path.abspath(path)
+        else:
+            binary = find_hashlb(args.hashlb)
+        if not binary:
+            ap.error(f"--variant {name}: no hashlb binary")
+        variants[name] = (binary, words)
     if args.profile and not shutil.which("perf"):
         ap.error("--profile needs perf (linux-perf)")
     for tool in ("nginx", "haproxy", "wrk", "taskset", "ss"):
@@ -1028,22 +1047,7 @@ def main():
         if not hashlb_bin:
             log("peers: no hashlb binary found; measuring the peers only")
             lbs.remove("hashlb")
-    variants = {}
-    for spec in args.variant:
-        name, sep, rest = spec.partition("=")
-        if not sep or not name or name in ("hashlb", "haproxy", "nginx", "direct", "haproxy-splice",
-                                           "bare") \
-                or name in variants or len(variants) >= 8:
-            ap.error(f"--variant {spec!r}: NAME=ARGS, a new name, at most 8")
-        words = shlex.split(rest)
-        binary = None
-        if words and os.access(words[0], os.X_OK) and not words[0].startswith("-"):
-            binary = os.path.abspath(words.pop(0))
-        else:
-            binary = hashlb_bin or find_hashlb(args.hashlb)
-        if not binary:
-            ap.error(f"--variant {name}: no hashlb binary")
-        variants[name] = (binary, words)
+    for name in variants:
         lbs.append(name)
     cand = args.candidate if args.candidate in lbs else None
     bare_bin = find_bare(args.bare) if "bare" in lbs else None

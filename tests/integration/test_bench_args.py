@@ -170,6 +170,12 @@ peers_refused = {
     # it took the default build's bare forwarder in place of the one named
     ("--lbs", "hashlb,bare", "--bare", "/nonexistent/bare"):
         "argument --bare: no executable file '/nonexistent/bare'",
+    # a --variant's binary (ARGS starting with its path): it was handed to the default hashlb
+    # as an argument, and the variant left out once the run had started, which went on without
+    # it; a directory too
+    ("--lbs", "hashlb", "--variant", "before=/nonexistent/hashlb --busy-poll 10"):
+        "argument --variant: before: no executable file '/nonexistent/hashlb'",
+    ("--variant", f"before={SRC}"): f"argument --variant: before: no executable file {SRC!r}",
 }
 for args, what in peers_refused.items():
     st, out, err = run(sys.executable, peers, *args,
