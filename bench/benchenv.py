@@ -60,3 +60,14 @@ def positive(text):
     if not (0 < x < math.inf):
         raise argparse.ArgumentTypeError(f"a number above 0, not {text!r}")
     return x
+
+
+def at_most(kind, most):
+    """An argparse type: a value of type <kind> (count, positive) up to <most>. A bench's
+    loops are bounded: past <most> its load would reach beyond what it measures."""
+    def judge(text):
+        v = kind(text)
+        if v > most:
+            raise argparse.ArgumentTypeError(f"at most {most:g}, not {text!r}")
+        return v
+    return judge

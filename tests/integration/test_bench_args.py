@@ -135,6 +135,15 @@ st, out, err = run(sys.executable, os.path.join(SRC, "bench", "scheme_traffic.py
 check(st == 2 and out == "" and "error: argument --backends: at least 2 (one goes to maint), "
       "not 1" in err, f"scheme_traffic.py --backends 1: exit {st}, stderr {err[-300:]!r}")
 
+# zero_window.py's load is bounded: each client may hold ~8 MiB of the whole machine's TCP
+# memory, and a few hundred took it past net.ipv4.tcp_mem (every socket's buffers shrunk, the
+# figure per client no longer one); --settle in time. Both were taken, whatever their size.
+for opt, value, most in (("--clients", "101", "100"), ("--settle", "31", "30")):
+    st, out, err = run(sys.executable, os.path.join(SRC, "bench", "zero_window.py"),
+                       "--hashlb", "/nonexistent/hashlb", opt, value)
+    check(st == 2 and out == "" and f"error: argument {opt}: at most {most}, not '{value}'" in err,
+          f"zero_window.py {opt} {value}: exit {st}, stdout {out[:200]!r}, stderr {err[-300:]!r}")
+
 # --hashlb naming no file it can run is refused the same way, before anything starts (a
 # traceback, FileNotFoundError, once scheme_traffic.py's backends had started, before);
 # metrics_scrape.py's --baseline too.
