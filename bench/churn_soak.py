@@ -34,8 +34,11 @@ import subprocess
 import sys
 import time
 
+from benchenv import executable
+
 ap = argparse.ArgumentParser()
-ap.add_argument("--hashlb", default="build/src/cli/hashlb")
+ap.add_argument("--hashlb", default="build/src/cli/hashlb",
+                help="the hashlb binary to run (default build/src/cli/hashlb)")
 ap.add_argument("--base", type=int, default=20000)
 ap.add_argument("--minutes", type=float, default=8)
 ap.add_argument("--upgrades", type=int, default=3)
@@ -47,6 +50,7 @@ ap.add_argument("--short-rate", type=float, default=40)  # short conns per secon
 ap.add_argument("--clean-secs", type=float, default=60)  # final segment, no reloads
 ap.add_argument("--action-gap", type=float, default=0.4)
 A = ap.parse_args()
+executable(ap, A.hashlb)
 random.seed(A.seed)
 os.makedirs(A.dir, exist_ok=True)
 ECHO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "tools", "echo-backend")

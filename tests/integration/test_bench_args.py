@@ -114,6 +114,7 @@ py_benches = {  # script: (option, value) pairs refused
     "systemd_restart.py": [("--restarts", "0"), ("--threads", "1.5")],
     "upgrade_soak.py": [("--cycles", "0"), ("--clients", "0")],
     "zero_window.py": [("--clients", "0"), ("--settle", "0")],
+    "churn_soak.py": [],  # its --hashlb alone, below
 }
 for script, refused in py_benches.items():
     path = os.path.join(SRC, "bench", script)
