@@ -4,7 +4,8 @@ prints the usage on stdout and exits 0, a word they do not take is refused on st
 usage and exit 2. Before, hashlb-bench-steer read --help (or any word) as RUNS 0 and printed a
 run of one repeat a round as its figures ("repeat=1", "reproduce: ... 0 65536"), and
 hashlb-bench-control, -prefix and -clients ran their whole measurement, whatever they were
-given. hashlb-bench's usage said "hash %% N". Nothing here measures: it takes a second."""
+given. hashlb-bench's usage said "hash %% N". Nothing here measures: its ~100 runs, each
+refused or stopped at once, take 5-15 s, most of it Python starting."""
 import os
 import subprocess
 import sys
