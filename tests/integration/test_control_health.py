@@ -1023,6 +1023,11 @@ def answers_with(data):
     return answer
 
 
+def checks_said(lb):
+    """The check lines <lb> logged, for a failure's message."""
+    return [l for l in lb.log if "health check" in l or "backend down" in l]
+
+
 def a_wrong_answer_is_logged():
     """A check whose answer differs from expect says what came instead, as many bytes as
     expect has (reply=), on its warning while the backend is up and on its down line: an
@@ -1033,21 +1038,24 @@ def a_wrong_answer_is_logged():
                                         b"Content-Length: 0\r\n\r\n"))
     x = App("x")
     x.mode = "err"
-    health = ('interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 2\n'
+    # A 1 s timeout: at 300 ms, CI's sanitizer build beside other builds (load 16-23 on 2
+    # CPUs) timed the answer out (err=ETIMEDOUT, no reply=) and failed both lines.
+    health = ('interval: 1s\ntimeout: 1s\nrise: 2\nfall: 2\n'
               'send: "GET /health HTTP/1.0\\r\\n\\r\\n"\nexpect: "HTTP/1.1 200"')
     lb = Lb(config([("web", "127.0.0.1:%d" % srv.getsockname()[1])], health=health))
     check(lb.wait_log(r'msg="health check failed, backend still up" service=t backend=web '
-                      r'at=reply err=EBADMSG failed=1 fall=2 reply="HTTP/1.1 503"$'),
-          "the warning says the answer began HTTP/1.1 503")
+                      r'at=reply err=EBADMSG failed=1 fall=2 reply="HTTP/1.1 503"$', 30),
+          f"the warning says the answer began HTTP/1.1 503: {checks_said(lb)}")
     check(lb.wait_log(r'msg="backend down" service=t backend=web cause=checks flaps=0 '
-                      r'at=reply err=EBADMSG reply="HTTP/1.1 503"$'), "and so does the down line")
+                      r'at=reply err=EBADMSG reply="HTTP/1.1 503"$', 30),
+          f"and so does the down line: {checks_said(lb)}")
     lb.rewrite(config([("x", x.addr)], health=health.replace(
         'send: "GET /health HTTP/1.0\\r\\n\\r\\n"\nexpect: "HTTP/1.1 200"',
         'send: "PING\\r\\n"\nexpect: "+PONG"')))
     rc, so, se, lines = lb.reload()
     check(rc == 0, f"reload: {se}")
     check(lb.wait_log(r'msg="backend down" service=t backend=x cause=checks flaps=0 '
-                      r'at=reply err=EBADMSG reply="-ERR\\r"$'),
+                      r'at=reply err=EBADMSG reply="-ERR\\r"$', 30),
           "a Redis error: reply=\"-ERR\\r\", the bytes expect has")
     check(lb.stop() == 0, "exit 0")
     stop()
