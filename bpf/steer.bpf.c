@@ -14,7 +14,8 @@
  *     of another protocol: passed, as when whole;
  *   - IPv6: hop-by-hop, destination options and routing headers with no
  *     segments left are walked (up to HLB_STEER_IPV6_EXT_MAX); a routing
- *     header with segments left, or more extension headers, are passed;
+ *     header with segments left, a hop-by-hop header not first, or more
+ *     extension headers, are passed;
  *   - non-TCP, or TCP to a port that is no VIP: passed;
  *   - IPv4 total length below the header length (IHL): passed;
  *   - TCP to a VIP address with a truncated or bad header, its IP packet
@@ -702,6 +703,11 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			}
 			if (!ipv6_walked(proto))
 				break;
+			/* Hop-by-hop options only right after the IPv6 header
+			 * (RFC 8200): the stack refuses one later (a parameter
+			 * problem), so no backend is sent it. */
+			if (i > 0 && proto == IPV6_EXTHDR_HOP)
+				return pass(st);
 			if ((void *)(ext + 8) > data_end)
 				return pass(st);
 			/* Segments left: the address is not the final one. */

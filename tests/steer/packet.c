@@ -165,6 +165,7 @@ static void test_forwarding(void)
 static void test_ipv6_ext(void)
 {
 	static const uint8_t hop_dst[] = { 0, 60 };
+	static const uint8_t dst_hop[] = { 60, 0 };
 	static const uint8_t routing[] = { 43 };
 	static const uint8_t frag[] = { 44 };
 	static const uint8_t five[] = { 0, 60, 60, 60, 60 };
@@ -185,6 +186,10 @@ static void test_ipv6_ext(void)
 	      "ipv6 routing header, no segments left: verdict %d", v);
 	len = add_v6_ext(f, test_build(&p, f), routing, 1, 2);
 	check_verdict("ipv6 routing header with segments left", f, len, XDP_PASS_);
+	/* Hop-by-hop options anywhere but first (RFC 8200): the stack refuses
+	 * them, so they are its to answer (before: forwarded to a backend). */
+	len = add_v6_ext(f, test_build(&p, f), dst_hop, 2, 0);
+	check_verdict("ipv6 hop-by-hop after destination options", f, len, XDP_PASS_);
 	len = add_v6_ext(f, test_build(&p, f), frag, 1, 0);
 	check_verdict("ipv6 fragment to the VIP", f, len, XDP_DROP_);
 	/* The fragment header names the fragmented part's first header, in
