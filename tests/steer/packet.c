@@ -219,6 +219,42 @@ static void test_ipv6_ext(void)
 	check_verdict("ipv6 extension header cut by the frame's end", f, 14 + 40 + 4, XDP_PASS_);
 }
 
+/*
+ * A path-MTU message about a flow to the VIP, as a router on the backend's
+ * reply path sends it to the VIP (the replies' source): ICMP "fragmentation
+ * needed" (IPv4) or ICMPv6 "packet too big", quoting the reply's IP header
+ * and the start of its TCP header. Passed to the LB's stack like any ICMP
+ * (docs/steering.md, limits: the backend does not get it). Into <f>; its
+ * length.
+ */
+static size_t pmtu_message(const struct test_pkt *flow, uint8_t *f)
+{
+	struct test_pkt reply = *flow;
+	uint8_t inner[256];
+	size_t ip_len = flow->v6 ? 40 : 20, quoted = ip_len + 8, hdr = flow->v6 ? 40 : 20;
+
+	memcpy(reply.src, flow->dst, 16);
+	memcpy(reply.dst, flow->src, 16);
+	reply.sport = flow->dport;
+	reply.dport = flow->sport;
+	reply.tcp_flags = 0x10;
+	test_build(&reply, inner);
+	/* An outer packet of the same version from a router to the VIP, its
+	 * ICMP message where the TCP header was: rebuilt around the quote. */
+	struct test_pkt outer = *flow;
+
+	outer.payload_len = (uint32_t)(8 + quoted - 20);
+	test_build(&outer, f);
+	memcpy(f + 14 + hdr + 8, inner + 14, quoted);
+	memset(f + 14 + hdr, 0, 8);
+	f[14 + hdr] = flow->v6 ? 2 : 3; /* packet too big; destination unreachable */
+	f[14 + hdr + 1] = flow->v6 ? 0 : 4; /* fragmentation needed */
+	f[14 + hdr + 6] = 0x05; /* MTU 1400 */
+	f[14 + hdr + 7] = 0x78;
+	f[14 + (flow->v6 ? 6 : 9)] = flow->v6 ? 58 : 1;
+	return 14 + hdr + 8 + quoted;
+}
+
 static void test_hostile(void)
 {
 	static const uint8_t frag_hdr[] = { 44 };
@@ -284,6 +320,12 @@ static void test_hostile(void)
 	check_verdict("udp to the VIP", f, len, XDP_PASS_);
 	f[14 + 9] = 1; /* ICMP */
 	check_verdict("icmp to the VIP", f, len, XDP_PASS_);
+	len = pmtu_message(&p, f);
+	check_verdict("icmp fragmentation needed about a flow to the VIP", f, len, XDP_PASS_);
+	vip6(&p);
+	len = pmtu_message(&p, f);
+	check_verdict("icmpv6 packet too big about a flow to the VIP", f, len, XDP_PASS_);
+	vip4(&p, 0xc0000205);
 	p.dport = 81;
 	len = test_build(&p, f);
 	check_verdict("tcp to the VIP address, another port", f, len, XDP_PASS_);
