@@ -16,7 +16,11 @@
  *     segments left are walked (up to HLB_STEER_IPV6_EXT_MAX); a routing
  *     header with segments left, a hop-by-hop header not first, or more
  *     extension headers, are passed;
- *   - non-TCP, or TCP to a port that is no VIP: passed;
+ *   - non-TCP, or TCP to a port that is no VIP: passed; but a path-MTU
+ *     message (ICMP fragmentation needed, ICMPv6 packet too big) to a VIP
+ *     address quoting a TCP segment from it (a backend's reply) goes by
+ *     the flow's conntrack entry, unmarked, if its backend is kept (else
+ *     passed): the backend's socket learns the path's MTU;
  *   - IPv4 total length below the header length (IHL): passed;
  *   - TCP to a VIP address with a truncated or bad header, its IP packet
  *     longer than the frame (the IPv4 total length or IPv6 payload length
@@ -497,6 +501,7 @@ static __always_inline struct hlb_steer_backend *kept_backend(__u64 e)
 #define TCP_F_FIN 0x01
 #define TCP_F_SYN 0x02
 #define TCP_F_RST 0x04
+#define TCP_F_ACK 0x10
 
 /* The TCP header's flags byte (CWR ... FIN), one load for the three tests. */
 static __always_inline __u8 tcp_flags(const struct tcphdr *tcp)
@@ -555,16 +560,14 @@ static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __
 }
 
 /* Way <way> of <b>, entry <e> of the flow of hash <h> (of table <tn>'s VIP),
- * used by a packet forwarded by it (<tcp> its header) at tick <now>: its time, written only
+ * used by a packet forwarded by it (<fl> its TCP flags) at tick <now>: its time, written only
  * when it changed (once a tick, not once a packet, so the line stays shared),
  * and its marks (ct_mark()) if the packet has FIN, SYN or RST or the entry is
  * half-open: on an established flow's packet, one test of <e> and <h> more
  * (registers) than before half-open. */
 static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u64 h,
-				    __u32 now, const struct tcphdr *tcp, __u32 tn)
+				    __u32 now, __u8 fl, __u32 tn)
 {
-	__u8 fl = tcp_flags(tcp);
-
 	if (b->seen[way] != now)
 		b->seen[way] = now;
 	if ((fl & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST)) || hlb_steer_ct_half_open(e, h))
@@ -607,6 +610,52 @@ static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, __u
 }
 
 /*
+ * Whether the ICMP message at <icmp> (ICMPv6 with <v6>), in the IP packet
+ * ending at offset <ip_end> of the frame at <data>, is a path-MTU message
+ * (fragmentation needed; packet too big) quoting a TCP segment whose source
+ * is the packet's destination <kw>[2..3]: a backend's reply from the VIP, on
+ * a path that could not carry it. Then <kw> is the key of the flow's client
+ * side (the quote's destination its source, the ports swapped), for the
+ * flow's conntrack entry: the backend's stack must learn the path's MTU.
+ */
+static __always_inline int pmtu_quote(void *data, __u8 *icmp, void *data_end, __u64 ip_end, int v6,
+				      __u64 *kw)
+{
+	__u32 *ports, p;
+
+	if (v6) {
+		struct ipv6hdr *in6 = (void *)(icmp + 8);
+		const __u64 *a = (const __u64 *)&in6->saddr;
+
+		ports = (void *)(in6 + 1);
+		if ((void *)(ports + 1) > data_end || icmp[0] != 2 || icmp[1] != 0 ||
+		    in6->version != 6 || in6->nexthdr != IPPROTO_TCP || a[0] != kw[2] ||
+		    a[1] != kw[3])
+			return 0;
+		kw[0] = a[2];
+		kw[1] = a[3];
+	} else {
+		struct iphdr *in = (void *)(icmp + 8);
+
+		/* The quote's first fragment, or whole: its ports are there. */
+		if ((void *)(in + 1) > data_end || icmp[0] != 3 || icmp[1] != 4 ||
+		    in->version != 4 || in->ihl < 5 || in->protocol != IPPROTO_TCP ||
+		    (in->frag_off & bpf_htons(0x1fff)) || V4_MAPPED_HI(in->saddr) != kw[3])
+			return 0;
+		ports = (void *)in + in->ihl * 4;
+		if ((void *)(ports + 1) > data_end)
+			return 0;
+		kw[0] = 0;
+		kw[1] = V4_MAPPED_HI(in->daddr);
+	}
+	if ((__u64)((void *)(ports + 1) - data) > ip_end)
+		return 0; /* the quote past the IP packet's length */
+	p = *ports;
+	kw[4] = p >> 16 | (p & 0xffff) << 16;
+	return 1;
+}
+
+/*
  * Parse, match, schedule and rewrite the frame at <data> (<len> bytes in
  * all: in tc, more than the linear part <data>..<data_end>). <gso>: a GRO
  * packet (tc only), whose IP length field may be 0 past 64 KiB (BIG TCP):
@@ -622,9 +671,9 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	names_held();
 	/* The flow key's words: source, destination, ports (+ zero pad). */
 	__u64 kw[5];
-	struct tcphdr *tcp;
-	__u8 proto;
+	__u8 proto, fl = 0; /* fl: the TCP flags, none for a path-MTU message */
 	int frag = 0, frag_tcp = 0; /* a fragment; of TCP, or maybe (IPv6) */
+	int v6 = 0, pmtu = 0; /* pmtu: a path-MTU message about a flow */
 	void *l4;
 	/* Offsets in the frame: the L4 header, the IP packet's end (by its
 	 * length field, which may be short of the frame: Ethernet padding). */
@@ -667,6 +716,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			return pass(st);
 		if (ip6->version != 6)
 			return pass(st);
+		v6 = 1;
 		const __u64 *a = (const __u64 *)&ip6->saddr;
 
 		kw[0] = a[0];
@@ -730,22 +780,33 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			return drop(st, HLB_STEER_DROP_FRAGMENT);
 		return pass(st);
 	}
-	if (proto != IPPROTO_TCP)
+	if (proto == (v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP)) {
+		/* A path-MTU message about a flow goes by the flow's entry
+		 * alone (below); any other ICMP is the LB stack's. */
+		if (ip_end > len || !pmtu_quote(data, l4, data_end, ip_end, v6, kw))
+			return pass(st);
+		pmtu = 1;
+	} else if (proto != IPPROTO_TCP) {
 		return pass(st);
+	} else {
+		/* A short or bad TCP header, or a packet cut short (its IP
+		 * length past the frame: a truncated frame's TCP header is
+		 * usually cut too), is dropped if it is ours, passed if not:
+		 * only then is the VIP map asked (the port may be cut off
+		 * too). */
+		struct tcphdr *tcp = l4;
 
-	/* A short or bad TCP header, or a packet cut short (its IP length
-	 * past the frame: a truncated frame's TCP header is usually cut too),
-	 * is dropped if it is ours, passed if not: only then is the VIP map
-	 * asked (the port may be cut off too). */
-	tcp = l4;
-	if ((void *)(tcp + 1) > data_end || tcp->doff < 5 ||
-	    (void *)tcp + tcp->doff * 4 > data_end || ip_end > len ||
-	    l4_off + tcp->doff * 4 > ip_end)
-		return is_vip_addr(kw[2], kw[3]) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
+		if ((void *)(tcp + 1) > data_end || tcp->doff < 5 ||
+		    (void *)tcp + tcp->doff * 4 > data_end || ip_end > len ||
+		    l4_off + tcp->doff * 4 > ip_end)
+			return is_vip_addr(kw[2], kw[3]) ? drop(st, HLB_STEER_DROP_MALFORMED)
+							 : pass(st);
 
-	kw[4] = *(__u32 *)tcp; /* sport, dport as in the header; pad 0 */
-	if (bench_new_flows && st)
-		kw[1] ^= V4_MAPPED_HI((__u32)st->packets) & ~V4_MAPPED_HI(0);
+		kw[4] = *(__u32 *)tcp; /* sport, dport as in the header; pad 0 */
+		fl = tcp_flags(tcp);
+		if (bench_new_flows && st)
+			kw[1] ^= V4_MAPPED_HI((__u32)st->packets) & ~V4_MAPPED_HI(0);
+	}
 
 	/*
 	 * The VIP, then conntrack (docs/DESIGN-steering.md): the flow's bucket,
@@ -831,18 +892,24 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		 * live flow's, and the SYN follows it like its ACKs will. A
 		 * closed VIP's SYN never follows an entry (vip_flags()). */
 		if (be &&
-		    !(tcp->syn && !tcp->ack &&
+		    !((fl & (TCP_F_SYN | TCP_F_ACK)) == TCP_F_SYN &&
 		      (((be->flags & HLB_STEER_BACKEND_F_OUT) &&
 			((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
 				ext) ||
 		       (vip_flags_near(hv, home, vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
 			__u32 kt = vip_table_near(hv, home, vh, (__u32)vip);
 
-			ct_used(b, way, e, h, now, tcp, kt);
+			/* A path-MTU message neither marks nor ages it. */
+			if (!pmtu)
+				ct_used(b, way, e, h, now, fl, kt);
 			return forward_kept(st, kt, eth, be, len, ret_ifindex);
 		}
 		resched = !be; /* its backend down or gone */
 	}
+	/* A path-MTU message whose flow has no entry, or whose backend is not
+	 * kept: no backend is known to have sent the reply it quotes. */
+	if (pmtu)
+		return pass(st);
 	/* Closed (hashlb run stopping): nothing new is steered, whatever the
 	 * table; the stack refuses it, as the daemon's closed listener does.
 	 * The same entry names the VIP's table and its half: no other lookup
@@ -901,7 +968,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (resched && way < HLB_STEER_CT_WAYS &&
 	    ((__u32)e & 0xffffff) ==
 		    ((__u32)be->incarnation << HLB_STEER_CT_INC_SHIFT | be->slot)) {
-		ct_used(b, way, e, h, now, tcp, tn);
+		ct_used(b, way, e, h, now, fl, tn);
 		return forward_kept(st, tn, eth, be, len, ret_ifindex);
 	}
 
@@ -912,7 +979,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	 * but no entry made: it would only take a live flow's way, since no
 	 * packet of the flow follows. Not a new flow, nor lost: rst_untracked.
 	 */
-	if (tcp->rst && !resched) {
+	if ((fl & TCP_F_RST) && !resched) {
 		struct hlb_steer_stats2 *st2 = stats2_get();
 
 		if (st2)
@@ -966,7 +1033,6 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		 * marked as ct_mark() marks a kept entry (bit 33 the hash's, as
 		 * an older program's tag has it, where open): a stop's drain
 		 * need not wait for it. */
-		__u8 fl = tcp_flags(tcp);
 		__u64 ne = ct_marked(hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot),
 				     h, fl);
 
@@ -986,7 +1052,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	}
 	/* Past the handshake with no entry: the flow's entry was evicted while
 	 * it lived (docs/steering.md, sizing). A SYN is a new flow. */
-	int lost = !resched && !tcp->syn;
+	int lost = !resched && !(fl & TCP_F_SYN);
 
 	if (lost) {
 		struct hlb_steer_stats2 *st2 = stats2_get();

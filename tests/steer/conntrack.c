@@ -2,7 +2,8 @@
 /*
  * Proves the kernel path's connection tracking, through BPF_PROG_TEST_RUN,
  * ring and Maglev: a flow keeps its backend across a table change that would
- * have moved it (a backend added, the list reordered); a flow whose backend
+ * have moved it (a backend added, the list reordered), and so does a
+ * path-MTU message about it; a flow whose backend
  * is marked down, or removed, is rescheduled to what the new table says;
  * a draining backend keeps its flows and gets no new ones; the flows of a
  * VIP no longer served are passed; a closed VIP (hashlb run stopping) keeps
@@ -175,6 +176,20 @@ static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
 	      (unsigned long long)(st1.ct_hits - st0.ct_hits), FLOWS);
 	printf("%s: backend added: %u of %u flows would have moved, all %u kept their backend\n",
 	       sn, moved, FLOWS, FLOWS);
+
+	/* A path-MTU message about each goes by its entry too (to the backend
+	 * whose reply it quotes), the table's choice for the moved ones. */
+	bad = 0;
+	for (int i = 0; i < FLOWS; i++) {
+		uint8_t frame[256], out[512];
+		size_t len = test_pmtu_message(&flows[i], frame);
+		int v = test_run(fd, frame, len, out, NULL), b = test_frame_backend(out);
+
+		bad += v != XDP_TX_ || b < 0 || (uint32_t)b >= hashlb_table_backend_count(t6) ||
+		       !same(hashlb_table_backend_name(t6, (uint32_t)b), first[i]);
+	}
+	CHECK(bad == 0, "%s: %u of %u path-MTU messages not to their flow's backend", sn, bad,
+	      FLOWS);
 
 	/* A new flow goes where the new table says. */
 	{

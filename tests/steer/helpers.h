@@ -190,6 +190,45 @@ static inline size_t test_build(const struct test_pkt *p, uint8_t *buf)
 	return 14 + l3_len + tcp_len;
 }
 
+/*
+ * A path-MTU message about flow <p> (to the VIP) into <f>: what a router on
+ * the backend's reply path sends the VIP, the replies' source, when it
+ * cannot carry one: ICMP "fragmentation needed" (MTU 1400) or ICMPv6
+ * "packet too big", from the flow's client address for simplicity, quoting
+ * the reply's IP header and the first 8 bytes of its TCP header. Its length.
+ */
+static inline size_t test_pmtu_message(const struct test_pkt *p, uint8_t *f)
+{
+	struct test_pkt reply = *p, outer = *p;
+	size_t hdr = p->v6 ? 40 : 20, quoted = hdr + 8;
+	uint8_t inner[256], *icmp = f + 14 + hdr;
+
+	memcpy(reply.src, p->dst, 16);
+	memcpy(reply.dst, p->src, 16);
+	reply.sport = p->dport;
+	reply.dport = p->sport;
+	reply.tcp_flags = 0x10;
+	test_build(&reply, inner);
+	/* A packet to the VIP whose TCP header and payload are the message. */
+	outer.payload_len = (uint32_t)(8 + quoted - 20);
+	test_build(&outer, f);
+	memset(icmp, 0, 8);
+	memcpy(icmp + 8, inner + 14, quoted);
+	icmp[0] = p->v6 ? 2 : 3; /* packet too big; destination unreachable */
+	icmp[1] = p->v6 ? 0 : 4; /* fragmentation needed */
+	icmp[6] = 0x05; /* MTU 1400 */
+	icmp[7] = 0x78;
+	f[14 + (p->v6 ? 6 : 9)] = p->v6 ? 58 : 1;
+	if (!p->v6) { /* the header's checksum, after its protocol */
+		uint16_t c;
+
+		f[24] = f[25] = 0;
+		c = htons(csum_fold(csum_add(0, f + 14, 20)));
+		memcpy(f + 24, &c, 2);
+	}
+	return 14 + hdr + 8 + quoted;
+}
+
 /* The canonical tuple of <p>. */
 static inline void test_tuple(const struct test_pkt *p, struct hashlb_tuple *t)
 {

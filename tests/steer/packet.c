@@ -7,7 +7,7 @@
  * headers, IP lengths that disagree with the frame, IP options, IPv6
  * extension headers, fragments, non-TCP, other addresses and ports) is
  * passed or dropped as documented in bpf/steer.bpf.c and never sent to a
- * backend.
+ * backend; a path-MTU message about a tracked flow goes to its backend.
  */
 #include "helpers.h"
 
@@ -220,39 +220,67 @@ static void test_ipv6_ext(void)
 }
 
 /*
- * A path-MTU message about a flow to the VIP, as a router on the backend's
- * reply path sends it to the VIP (the replies' source): ICMP "fragmentation
- * needed" (IPv4) or ICMPv6 "packet too big", quoting the reply's IP header
- * and the start of its TCP header. Passed to the LB's stack like any ICMP
- * (docs/steering.md, limits: the backend does not get it). Into <f>; its
- * length.
+ * A path-MTU message about a flow to the VIP (a router on the backend's
+ * reply path could not carry the reply: ICMP fragmentation needed, ICMPv6
+ * packet too big, sent to the VIP) goes, unchanged but for the MACs, to the
+ * backend the flow's conntrack entry names, whose socket must learn the
+ * MTU; counted a conntrack hit, no new flow. With no entry, or any other
+ * ICMP, or a quote that is not of TCP from the VIP, it is the LB stack's.
+ * Before, every one was passed: the backend never learned the path's MTU.
  */
-static size_t pmtu_message(const struct test_pkt *flow, uint8_t *f)
+static void test_pmtu(struct hashlb_steer *s)
 {
-	struct test_pkt reply = *flow;
-	uint8_t inner[256];
-	size_t ip_len = flow->v6 ? 40 : 20, quoted = ip_len + 8, hdr = flow->v6 ? 40 : 20;
+	struct hlb_steer_stats st0, st1;
+	uint8_t f[512], out[512], mac[6];
+	struct test_pkt p;
+	uint32_t out_len;
+	size_t len;
+	int v;
 
-	memcpy(reply.src, flow->dst, 16);
-	memcpy(reply.dst, flow->src, 16);
-	reply.sport = flow->dport;
-	reply.dport = flow->sport;
-	reply.tcp_flags = 0x10;
-	test_build(&reply, inner);
-	/* An outer packet of the same version from a router to the VIP, its
-	 * ICMP message where the TCP header was: rebuilt around the quote. */
-	struct test_pkt outer = *flow;
+	for (int fam = 0; fam < 2; fam++) {
+		const char *fn = fam ? "icmpv6 packet too big" : "icmp fragmentation needed";
+		size_t quote = 14 + (fam ? 40 : 20) + 8; /* the quoted IP header */
 
-	outer.payload_len = (uint32_t)(8 + quoted - 20);
-	test_build(&outer, f);
-	memcpy(f + 14 + hdr + 8, inner + 14, quoted);
-	memset(f + 14 + hdr, 0, 8);
-	f[14 + hdr] = flow->v6 ? 2 : 3; /* packet too big; destination unreachable */
-	f[14 + hdr + 1] = flow->v6 ? 0 : 4; /* fragmentation needed */
-	f[14 + hdr + 6] = 0x05; /* MTU 1400 */
-	f[14 + hdr + 7] = 0x78;
-	f[14 + (flow->v6 ? 6 : 9)] = flow->v6 ? 58 : 1;
-	return 14 + hdr + 8 + quoted;
+		if (fam)
+			vip6(&p);
+		else
+			vip4(&p, 0xc0000210);
+		p.sport = 40100;
+		len = test_pmtu_message(&p, f);
+		check_verdict(fn, f, len, XDP_PASS_); /* no entry yet */
+		check_forwarded("the flow's syn", &p);
+		hashlb_steer_stats(s, &st0);
+		test_backend_mac(expected(&p), mac);
+		for (int prog = 0; prog < 2; prog++) {
+			v = test_run(prog ? tc_fd : xdp_fd, f, len, out, &out_len);
+			CHECK(v == (prog ? TC_ACT_REDIRECT_ : XDP_TX_) && out_len == len &&
+				      memcmp(out, mac, 6) == 0 &&
+				      memcmp(out + 6, test_lb_mac, 6) == 0 &&
+				      memcmp(out + 12, f + 12, len - 12) == 0,
+			      "%s about a tracked flow (%s): verdict %d, to backend %d, want %u",
+			      fn, prog ? "tc" : "xdp", v, test_frame_backend(out), expected(&p));
+		}
+		hashlb_steer_stats(s, &st1);
+		CHECK(st1.ct_hits - st0.ct_hits == 2 && st1.new_flows == st0.new_flows,
+		      "%s: %llu hits (want 2), %llu new flows (want 0)", fn,
+		      (unsigned long long)(st1.ct_hits - st0.ct_hits),
+		      (unsigned long long)(st1.new_flows - st0.new_flows));
+		/* Not about a flow from the VIP, not TCP, not a path-MTU message,
+		 * or cut short: the LB stack's, as before. */
+		f[quote + (fam ? 8 : 12) + 3] ^= 1; /* the quote's source: not the VIP */
+		check_verdict("a quote from another address", f, len, XDP_PASS_);
+		f[quote + (fam ? 8 : 12) + 3] ^= 1;
+		f[quote + (fam ? 6 : 9)] = 17;
+		check_verdict("a quote of udp", f, len, XDP_PASS_);
+		f[quote + (fam ? 6 : 9)] = 6;
+		f[14 + (fam ? 40 : 20) + 1] = fam ? 1 : 3; /* code: port unreachable */
+		check_verdict("another icmp error about the flow", f, len, XDP_PASS_);
+		f[14 + (fam ? 40 : 20) + 1] = 0;
+		f[14 + (fam ? 40 : 20)] = fam ? 1 : 11; /* type: unreachable, time exceeded */
+		check_verdict("another icmp type about the flow", f, len, XDP_PASS_);
+		len = test_pmtu_message(&p, f);
+		check_verdict("a quote cut short of its ports", f, len - 6, XDP_PASS_);
+	}
 }
 
 static void test_hostile(void)
@@ -320,12 +348,6 @@ static void test_hostile(void)
 	check_verdict("udp to the VIP", f, len, XDP_PASS_);
 	f[14 + 9] = 1; /* ICMP */
 	check_verdict("icmp to the VIP", f, len, XDP_PASS_);
-	len = pmtu_message(&p, f);
-	check_verdict("icmp fragmentation needed about a flow to the VIP", f, len, XDP_PASS_);
-	vip6(&p);
-	len = pmtu_message(&p, f);
-	check_verdict("icmpv6 packet too big about a flow to the VIP", f, len, XDP_PASS_);
-	vip4(&p, 0xc0000205);
 	p.dport = 81;
 	len = test_build(&p, f);
 	check_verdict("tcp to the VIP address, another port", f, len, XDP_PASS_);
@@ -493,6 +515,7 @@ int main(void)
 	test_forwarding();
 	test_ipv6_ext();
 	test_hostile();
+	test_pmtu(s);
 	test_ip_lengths();
 	test_counters(s);
 
