@@ -7,10 +7,12 @@ extension headers end past the 256 bytes tc pulls first is forwarded; a VLAN-tag
 passed; malformed and unusual frames (IP headers cut short, which BPF_PROG_TEST_RUN cannot
 give tc, bad lengths, fragments, IP options, UDP) are passed, dropped or forwarded as the
 design's table says; a bare RST that finds no conntrack entry is steered by the table and
-makes none. The namespaces are removed even when it fails."""
+makes none; a path-MTU message about a real connection reaches its backend's socket. The
+namespaces are removed even when it fails."""
 import ctypes
 import json
 import os
+import re
 import select
 import socket
 import struct
@@ -39,21 +41,30 @@ def check(cond, what):
     return cond
 
 
-def packet_socket(ns, vnet=False):
-    """An AF_PACKET socket on eth0 of namespace <ns> (entered for the call only)."""
+def in_ns(ns, fn):
+    """fn() run in network namespace <ns> (its sockets stay there)."""
     home = os.open("/proc/self/ns/net", os.O_RDONLY)
     fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
     try:
         if libc.setns(fd, CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), f"setns {ns}")
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        if vnet:
-            s.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
-        s.bind(("eth0", 0))
+        return fn()
     finally:
         libc.setns(home, CLONE_NEWNET)
         os.close(fd)
         os.close(home)
+
+
+def packet_socket(ns, vnet=False):
+    """An AF_PACKET socket on eth0 of namespace <ns> (entered for the call only)."""
+    def make():
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        if vnet:
+            s.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+        s.bind(("eth0", 0))
+        return s
+
+    s = in_ns(ns, make)
     s.setblocking(False)
     return s
 
@@ -339,6 +350,84 @@ def reset(topo, f):
     check(len(where) == 1, f"reset: the flow's frames reached {sorted(where)}, want one backend")
 
 
+def csum(data):
+    """The Internet checksum of <data>."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xffff) + (total >> 16)
+    return ~total & 0xffff
+
+
+def backend_pmtu(topo, name, cport):
+    """The path MTU the socket of backend <name> for client port <cport> holds (ss), or None."""
+    out = T.sh("ss", "-tinH", "state", "established", f"( dport = :{cport} )",
+               ns=topo.backends[int(name[1:]) - 1]).stdout
+    m = re.search(r"pmtu:(\d+)", out)
+    return int(m.group(1)) if m else None
+
+
+def pmtu(topo, f):
+    """A path-MTU message about a real connection through the kernel path: ICMP fragmentation
+    needed (MTU 1400), as a router on the backend's reply path sends it to the VIP, quoting the
+    backend's reply (its sequence number the socket's next, as such a router would quote one
+    in flight). It reaches the backend that holds the connection, whose socket takes the MTU
+    (ss: pmtu 1400, from 9000), counted a conntrack hit. Before, the LB's stack took it and
+    the backend's socket kept 9000: its full-size segments would have been lost."""
+    topo.serve(os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py"))
+    sniff = packet_socket(topo.client)
+    conn = in_ns(topo.client, lambda: socket.create_connection((T.VIP, T.VIP_PORT), timeout=10))
+    try:
+        name = conn.makefile().readline().strip()
+        cport = conn.getsockname()[1]
+        isn = None
+        until = time.monotonic() + ARRIVE
+        while isn is None and time.monotonic() < until:
+            select.select([sniff], [], [], 0.2)
+            try:
+                while True:
+                    fr = sniff.recv(65535)
+                    ip = fr[14:]
+                    if fr[12:14] == b"\x08\x00" and ip[9] == 6 and \
+                            ip[12:16] == socket.inet_aton(T.VIP):
+                        th = ip[(ip[0] & 15) * 4:]
+                        sport, dport, seq = struct.unpack("!HHI", th[:8])
+                        if dport == cport and th[13] & 0x12 == 0x12:  # the SYN-ACK
+                            isn = seq
+            except BlockingIOError:
+                pass
+        if not check(isn is not None and name.startswith("b"),
+                     f"pmtu: no SYN-ACK seen, or no backend named ({name!r})"):
+            return
+        before = backend_pmtu(topo, name, cport)
+        nxt = (isn + 1 + len(name) + 1) & 0xffffffff  # SYN, then "bN\n"
+        quoted = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 1500, 1, 0x4000, 64, 6, 0,
+                             socket.inet_aton(T.VIP), socket.inet_aton(T.CLIENT_IP)) + \
+            struct.pack("!HHI", T.VIP_PORT, cport, nxt)
+        icmp = struct.pack("!BBHHH", 3, 4, 0, 0, 1400) + quoted
+        icmp = icmp[:2] + struct.pack("!H", csum(icmp)) + icmp[4:]
+        hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), 2, 0, 64, 1, 0,
+                          socket.inet_aton("10.211.0.254"), socket.inet_aton(T.VIP))
+        hdr = hdr[:10] + struct.pack("!H", csum(hdr)) + hdr[12:]
+        s0 = stats(topo)
+        f.send(0x0800, hdr + icmp)
+        until = time.monotonic() + ARRIVE
+        after = before
+        while after == before and time.monotonic() < until:
+            time.sleep(0.05)
+            after = backend_pmtu(topo, name, cport)
+        d = {k: v for k, v in delta(s0, stats(topo)).items() if k not in ("passed", "bytes")}
+        check(before == 9000 and after == 1400 and d == {"packets": 1, "ct_hits": 1},
+              f"pmtu: {name}'s socket pmtu {before} then {after} (want 9000 then 1400), "
+              f"counters {d}")
+        print(f"pmtu: fragmentation needed about {name}'s connection: its socket's pmtu {before}"
+              f" then {after}, counters {d}", flush=True)
+    finally:
+        conn.close()
+        sniff.close()
+
+
 def body(topo):
     for ns, dev in [(n, "eth0") for n in [topo.client, topo.lb] + topo.backends] + \
             [(topo.sw, f"p{k}") for k in range(2 + len(topo.backends))]:
@@ -357,7 +446,8 @@ def body(topo):
     try:
         f = Frames(topo)
         for name, fn in T.chosen([("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext),
-                                  ("vlan", vlan), ("malformed", malformed), ("reset", reset)]):
+                                  ("vlan", vlan), ("malformed", malformed), ("reset", reset),
+                                  ("pmtu", pmtu)]):
             fn(topo, f)
     finally:
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
