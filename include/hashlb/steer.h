@@ -395,6 +395,30 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 			    const char *const *names, const uint32_t *weights, const bool *backup,
 			    uint32_t n, struct hashlb_error *err);
 
+/* What a table needs of a program's maps, whichever of its backends are up. */
+struct hashlb_steer_needs {
+	uint32_t backends;
+	uint32_t maglev_m; /* its M: HASHLB_MAGLEV_M_DEFAULT for 0 */
+	/* the ring's points: V x the weights of the backends in the table, at most every
+	 * primary or every backup (counted whatever the scheme: a reload may make it a ring) */
+	uint64_t ring_points;
+};
+
+/* The needs of a table of <p>'s over backends at <weights>, <backup> or not (<n> each): the
+ * one count hashlb_steer_table_fits() checks and hashlb run sizes a program by. */
+void hashlb_steer_needs(const struct hashlb_table_params *p, const uint32_t *weights,
+			const bool *backup, uint32_t n, struct hashlb_steer_needs *ret);
+
+/*
+ * The one sizing rule of a program: <o>'s capacities (max_backends, max_maglev_m,
+ * max_ring_points) raised to hold a table of <need> twice over, never below the defaults
+ * (256 backends, Maglev's default M, 65,536 ring points; the points at most UINT32_MAX / 8,
+ * the ring index's buckets being 32-bit). Called once a table, it sizes a program of several
+ * for the largest of each; the caller caps max_backends (a program's tables share
+ * conntrack's 16-bit backend slots). hashlb_steer_open() sizes by it from its first table.
+ */
+void hashlb_steer_size_add(struct hashlb_steer_opts *o, const struct hashlb_steer_needs *need);
+
 /* The counters summed over CPUs. */
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);
 

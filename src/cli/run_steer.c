@@ -53,8 +53,7 @@ struct run_steer_svc {
 	/* What its config's table needs of a program (backends, Maglev M, ring
 	 * points, at most): a program shared by several services is sized for
 	 * the largest of them (iface_services()). */
-	uint32_t need_backends, need_m;
-	uint64_t need_points;
+	struct hashlb_steer_needs need;
 	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
 	bool failed; /* attaching failed: logged once, retried after a reload */
 	/* Another hashlb version's program is on its interface (-EPROTO): its
@@ -228,16 +227,27 @@ static const struct hashlb_service_cfg *steered(const struct hashlb_config *cfg,
 	return NULL;
 }
 
-/* <e>'s needs of a program, from its config <c>. */
-static void svc_set_needs(struct run_steer_svc *e, const struct hashlb_service_cfg *c)
+/* <e>'s needs of a program, from its config <c>, counted as a reload's check counts them
+ * (hashlb_steer_needs()). 0 or -ENOMEM. */
+static int svc_set_needs(struct run_steer_svc *e, const struct hashlb_service_cfg *c)
 {
-	uint64_t weights = 0;
+	uint32_t n = c->n_backends ? c->n_backends : 1;
+	uint32_t *weights = calloc(n, sizeof(*weights));
+	bool *backup = calloc(n, sizeof(*backup));
 
-	for (uint32_t i = 0; i < c->n_backends; i++)
-		weights += c->backends[i].weight;
-	e->need_backends = c->n_backends;
-	e->need_m = c->table.maglev_m ? c->table.maglev_m : HASHLB_MAGLEV_M_DEFAULT;
-	e->need_points = (c->table.ring_v ? c->table.ring_v : HASHLB_RING_V_DEFAULT) * weights;
+	if (!weights || !backup) {
+		free(weights);
+		free(backup);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < c->n_backends; i++) {
+		weights[i] = c->backends[i].weight;
+		backup[i] = c->backends[i].backup;
+	}
+	hashlb_steer_needs(&c->table, weights, backup, c->n_backends, &e->need);
+	free(weights);
+	free(backup);
+	return 0;
 }
 
 static uint32_t max_u32(uint32_t a, uint32_t b)
@@ -362,9 +372,8 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 				e->flows = c->steer_flows;
 				flows_kept(e);
 			}
-			if (svc_set_close_on_return(e, c) < 0)
+			if (svc_set_close_on_return(e, c) < 0 || svc_set_needs(e, c) < 0)
 				hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
-			svc_set_needs(e, c);
 			rs->svcs[n++] = *e;
 			continue;
 		}
@@ -419,9 +428,8 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 		e->iface = c->steer_interface ? strdup(c->steer_interface) : NULL;
 		e->vip = c->listen_addr;
 		e->flows = c->steer_flows;
-		svc_set_needs(e, c);
 		if (!e->name || (c->steer_interface && !e->iface) ||
-		    svc_set_close_on_return(e, c) < 0) {
+		    svc_set_close_on_return(e, c) < 0 || svc_set_needs(e, c) < 0) {
 			svc_clear(e);
 			hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
 			continue;
@@ -591,7 +599,6 @@ static uint32_t iface_services(const struct run_steer *rs, const struct run_stee
 			       struct hashlb_steer_opts *o)
 {
 	unsigned int ifindex = if_nametoindex(e->iface);
-	uint64_t points = 65536;
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; ifindex && i < rs->n; i++) {
@@ -603,21 +610,17 @@ static uint32_t iface_services(const struct run_steer *rs, const struct run_stee
 		n++;
 		/* each table's room: twice the largest's, never below the
 		 * defaults, as a program sized by its first table has */
-		o->max_backends = max_u32(o->max_backends, max_u32(256, 2 * s->need_backends));
-		o->max_maglev_m = max_u32(o->max_maglev_m, s->need_m);
-		if (2 * s->need_points > points)
-			points = 2 * s->need_points;
+		hashlb_steer_size_add(o, &s->need);
 	}
 	if (n < 2) {
 		/* sized by its first table, as before */
-		o->max_backends = o->max_maglev_m = 0;
+		o->max_backends = o->max_maglev_m = o->max_ring_points = 0;
 		return 1;
 	}
 	n = n + 2 < HASHLB_STEER_TABLES_MAX ? n + 2 : HASHLB_STEER_TABLES_MAX;
 	/* the tables' backend slots share conntrack's 16 bits */
 	if (o->max_backends > HLB_STEER_BACKEND_NONE / n)
 		o->max_backends = HLB_STEER_BACKEND_NONE / n;
-	o->max_ring_points = points < UINT32_MAX / 8 ? (uint32_t)points : UINT32_MAX / 8;
 	return n;
 }
 
@@ -997,8 +1000,8 @@ static int set_vip(struct run_steer_svc *e, struct hashlb_error *err)
  * conntrack entry. 0, or -errno with <err> (-EAGAIN, -ETIMEDOUT: another publication holds
  * the program's lock; -EOPNOTSUPP, -E2BIG: it cannot grow so).
  */
-static int grow_for(struct run_steer *rs, struct run_steer_svc *e, uint32_t n, uint32_t m,
-		    uint64_t points, struct hashlb_error *err)
+static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
+		    const struct hashlb_steer_needs *need, struct hashlb_error *err)
 {
 	uint32_t tables = hashlb_steer_tables(e->steer), old_prog = hashlb_steer_prog_id(e->steer);
 	struct hashlb_steer_opts o = { .tables = tables };
@@ -1014,9 +1017,7 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e, uint32_t n, u
 			return hashlb_err(err, -EINPROGRESS, HASHLB_ERR_SYSTEM,
 					  "the hashlb this one replaces publishes into it until it "
 					  "stops");
-	points = 2 * points > 65536 ? 2 * points : 65536;
-	o.max_backends = max_u32(256, 2 * n);
-	o.max_maglev_m = max_u32(HASHLB_MAGLEV_M_DEFAULT, m);
+	hashlb_steer_size_add(&o, need);
 	same = calloc(rs->n ? rs->n : 1, sizeof(*same));
 	if (!same)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -1026,10 +1027,7 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e, uint32_t n, u
 		if (s == e || !steer_live(s) || !hashlb_steer_same_program(s->steer, e->steer))
 			continue;
 		same[i] = true;
-		o.max_backends = max_u32(o.max_backends, 2 * s->need_backends);
-		o.max_maglev_m = max_u32(o.max_maglev_m, s->need_m);
-		if (2 * s->need_points > points)
-			points = 2 * s->need_points;
+		hashlb_steer_size_add(&o, &s->need);
 		/* the one that loaded the program drives its successor: the others move to it */
 		if (hashlb_steer_loaded(s->steer))
 			by = s;
@@ -1037,10 +1035,9 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e, uint32_t n, u
 	/* a program of several tables keeps its backends a table (their slots are
 	 * conntrack's): asked for the table's alone, refused past them */
 	if (tables > 1)
-		o.max_backends = n;
+		o.max_backends = need->backends;
 	else if (o.max_backends > HASHLB_BACKENDS_MAX)
-		o.max_backends = max_u32(HASHLB_BACKENDS_MAX, n);
-	o.max_ring_points = points < UINT32_MAX / 8 ? (uint32_t)points : UINT32_MAX / 8;
+		o.max_backends = max_u32(HASHLB_BACKENDS_MAX, need->backends);
 	ret = hashlb_steer_grow(by->steer, &o, err);
 	for (uint32_t i = 0; ret == 0 && i < rs->n; i++) {
 		struct run_steer_svc *s = &rs->svcs[i];
@@ -1342,7 +1339,11 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		int g;
 
 		hashlb_table_view(snap->table, &v);
-		g = grow_for(rs, e, snap->n_backends, v.m, v.n_points, &why);
+		g = grow_for(rs, e,
+			     &(struct hashlb_steer_needs){ .backends = snap->n_backends,
+							   .maglev_m = v.m,
+							   .ring_points = v.n_points },
+			     &why);
 		if (g == 0)
 			ret = hashlb_steer_set_table(e->steer, snap->table, snap->key,
 						     &snap->hash_prefix, dests, &err);
@@ -2085,16 +2086,12 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 		int ret = hashlb_steer_table_fits(e->steer, &c->table, names, weights, backup, n,
 						  &why);
 		struct hashlb_error grew = { 0 };
-		uint64_t sum[2] = { 0, 0 };
+		struct hashlb_steer_needs need;
 		int g = 0;
 
-		for (uint32_t k = 0; ret == -E2BIG && k < n; k++)
-			sum[backup[k]] += weights[k];
+		hashlb_steer_needs(&c->table, weights, backup, n, &need);
 		if (ret == -E2BIG)
-			g = grow_for(rs, e, n, c->table.maglev_m,
-				     (c->table.ring_v ? c->table.ring_v : HASHLB_RING_V_DEFAULT) *
-					     (sum[1] > sum[0] ? sum[1] : sum[0]),
-				     &grew);
+			g = grow_for(rs, e, &need, &grew);
 
 		/* grown: asked again of the program in its place */
 		if (ret == -E2BIG && g == 0)

@@ -918,6 +918,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
 	struct hashlb_table_view v = { 0 };
+	struct hashlb_steer_opts room = { 0 };
 	struct hashlb_steer *s;
 	uint32_t m_max, points, flows = o->flows ? o->flows : HASHLB_STEER_FLOWS_DEFAULT;
 	int ret;
@@ -954,12 +955,15 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	}
 
 	/* Room to grow: twice the first table, never less than the defaults. */
-	s->backends_cap = o->max_backends ? o->max_backends : max_u32(256, 2 * v.n_backends);
+	hashlb_steer_size_add(&room, &(struct hashlb_steer_needs){ .backends = v.n_backends,
+								   .maglev_m = v.m,
+								   .ring_points = v.n_points });
+	s->backends_cap = o->max_backends ? o->max_backends : room.max_backends;
 	if (s->backends_cap > HASHLB_BACKENDS_MAX)
 		s->backends_cap = HASHLB_BACKENDS_MAX;
-	m_max = o->max_maglev_m ? o->max_maglev_m : max_u32(HASHLB_MAGLEV_M_DEFAULT, v.m);
+	m_max = o->max_maglev_m ? o->max_maglev_m : room.max_maglev_m;
 	s->slots_cap = (m_max + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE;
-	points = o->max_ring_points ? o->max_ring_points : max_u32(65536, 2 * v.n_points);
+	points = o->max_ring_points ? o->max_ring_points : room.max_ring_points;
 	s->points_cap = points;
 	s->ct_buckets = (uint32_t)(hashlb_steer_flows_capacity(flows) / HLB_STEER_CT_WAYS);
 	s->tables = o->tables ? o->tables : 1;
@@ -3421,27 +3425,23 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 			    const char *const *names, const uint32_t *weights, const bool *backup,
 			    uint32_t n, struct hashlb_error *err)
 {
+	struct hashlb_steer_needs need;
+
+	hashlb_steer_needs(p, weights, backup, n, &need);
 	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
-		uint32_t m = p->maglev_m ? p->maglev_m : HASHLB_MAGLEV_M_DEFAULT;
-
-		if ((m + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE > s->slots_cap)
+		if ((need.maglev_m + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE >
+		    s->slots_cap)
 			return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
-					  "Maglev M=%u, its program has %u", m,
+					  "Maglev M=%u, its program has %u", need.maglev_m,
 					  s->slots_cap * HLB_STEER_SLOTS_PER_VALUE);
-	} else {
-		uint64_t v = p->ring_v ? p->ring_v : HASHLB_RING_V_DEFAULT, sum[2] = { 0, 0 };
+	} else if (need.ring_points > s->points_cap) {
+		uint64_t v = p->ring_v ? p->ring_v : HASHLB_RING_V_DEFAULT;
 
-		/* the backups are in the table only while no primary is */
-		for (uint32_t i = 0; i < n; i++)
-			sum[backup[i]] += weights[i];
-		if (sum[1] > sum[0])
-			sum[0] = sum[1];
-		if (v * sum[0] > s->points_cap)
-			return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
-					  "the ring needs %llu points (vnodes %llu x weights "
-					  "%llu), its program has %u",
-					  (unsigned long long)(v * sum[0]), (unsigned long long)v,
-					  (unsigned long long)sum[0], s->points_cap);
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				  "the ring needs %llu points (vnodes %llu x weights %llu), its "
+				  "program has %u",
+				  (unsigned long long)need.ring_points, (unsigned long long)v,
+				  (unsigned long long)(need.ring_points / v), s->points_cap);
 	}
 	/* A backend the kernel's table has and these drop gives its slot up
 	 * (assign_slots()): only these count. */
