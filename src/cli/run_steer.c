@@ -490,6 +490,17 @@ static void retry_arm(struct run_steer *rs, struct run_steer_svc *e)
 	}
 }
 
+/*
+ * <e>'s refusals start anew, quietly (another publication holds the lock: said
+ * once it has held it 2 s): the first said of them is said even if the same
+ * words ended an earlier run of refusals. Before, a second hold of the lock by
+ * the same process (the same words) was never said, the table stale unlogged.
+ */
+static void refusals_anew(struct run_steer_svc *e)
+{
+	e->refused[0] = 0;
+}
+
 /* The latest table of <e> was refused for <err>: logged unless it was refused
  * for that already (or <busy>), and tried again every RETRY_MS. */
 static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
@@ -505,6 +516,8 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 	 * not let go all but stopped health checks, the admin endpoint and
 	 * reloads (one turn of the loop a try).
 	 */
+	if (busy && !e->retry)
+		refusals_anew(e);
 	if (!busy && (!e->retry || strcmp(e->refused, err->msg) != 0))
 		log_error("kernel steering table not updated", e->name, err);
 	e->retry = true;
@@ -818,6 +831,8 @@ static void grow_busy(struct run_steer *rs, struct run_steer_svc *e,
 {
 	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], kv[LOG_IFACE_KV_MAX];
 
+	if (busy && !e->retry)
+		refusals_anew(e);
 	if (!busy && (!e->retry || strcmp(e->refused, err->msg) != 0)) {
 		hlb_log(HLB_LOG_WARN, "kernel steering program not replaced",
 			"service=%s %s for=%s error=%s reason=\"tried again every second\"",
@@ -2102,19 +2117,30 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 		if (ret == -ENOMEM || g == -ENOMEM)
 			return hashlb_err(err, -ENOMEM, why.reason, "%s",
 					  g == -ENOMEM ? grew.msg : why.msg);
-		bool busy = g == -EAGAIN || g == -ETIMEDOUT;
-
+		/*
+		 * Another publication holds the program's lock (a hashlb steer --update, a
+		 * hashlb beside this one): the program can grow (hashlb_steer_grow() checks
+		 * all else before the lock), only not now. The change applies; publish()
+		 * grows the program at the table's publication, tried every RETRY_MS while
+		 * the lock is held, the table in force kept meanwhile and the holder named
+		 * once it has held it 2 s, as for any publication the lock refuses
+		 * (table_refused()). Not waited for here: the control loop would stall (the
+		 * daemon only tries the lock, hashlb_steer_set_lock_try()), and a holder may
+		 * not let go for long. Before, the reload or ctl set was refused ("try
+		 * again"), a transient lock failing the operator's change. Nothing is logged
+		 * here: the reload may still be refused by another check.
+		 */
+		if (g == -EAGAIN || g == -ETIMEDOUT)
+			return 0;
 		hashlb_err(
 			err, ret, why.reason,
 			"service %s, steered in the kernel on %s: %s; nothing changed: %s%s%s",
 			c->name, steer_dev(e, dev), why.msg,
-			busy ? "a larger program is loaded once no other publication holds its lock ("
-			: g < 0 ? "no larger program can replace it ("
-				: "not even by a larger program",
+			g < 0 ? "no larger program can replace it ("
+			      : "not even by a larger program",
 			g < 0 ? grew.msg : "",
-			busy ? "): try again"
-			: g < 0 ? "): restart hashlb (not an upgrade) to load one sized for every service"
-				: "");
+			g < 0 ? "): restart hashlb (not an upgrade) to load one sized for every service"
+			      : "");
 		/* at the service, as weights_fit_table()'s refusals beside it */
 		err->line = c->pos.line;
 		err->column = c->pos.column;

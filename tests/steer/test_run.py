@@ -1639,6 +1639,92 @@ def outgrown_shared(topo, servers):
         two_services_end(topo, d)
 
 
+def outgrown_locked(topo, servers):
+    """A reload whose table outgrows the program (vnodes 40,000: 120,000 ring points in one of
+    65,536), then ctl set b1 weight 10 (480,000), each while another publication holds the
+    program's lock (here the test: an flock on its lock file; in life a hashlb steer --update,
+    or a hashlb beside this one): neither is refused. The change applies, the kernel keeps the
+    table in force (table_stale 1), the growth is tried again every second and said once the
+    lock has been held 2 s, naming the holder; once the lock is let go the program grows,
+    logged once with the new size, the new table is published (table_stale 0) and new
+    clients go through the kernel path, b1 taking most of them at weight 10. Before, each was
+    refused: 'a larger program is loaded once no other publication holds its lock (...): try
+    again', for a lock a moment from free."""
+    import fcntl
+
+    def yaml(extra):
+        return service(topo).replace("    interface: eth0\n",
+                                     f"    interface: eth0\n    scheme: ring\n{extra}")
+
+    def locked_change(change, tag, size):
+        """Takes the lock, makes <change> (a callable: the process it ran), which must
+        succeed; the table refused meanwhile, naming this process; the lock let go, the
+        growth to <size> ring points logged once and the table published."""
+        path = lock_file(topo)
+        if not check(path and os.path.exists(path), f"{tag}: no lock file ({path})"):
+            return False
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            d.skip_log()
+            start = len(d.lines)
+            p = change()
+            if not check(p.returncode == 0, f"{tag}: refused while the lock was held: "
+                         f"{p.returncode} {p.stdout.strip()} {p.stderr.strip()}"):
+                return False
+            line = d.wait_log("kernel steering table not updated", 15)
+            check(line is not None and f"process {os.getpid()}" in line,
+                  f"{tag}: the table not refused for the lock, naming this process: {line}")
+            stale = web(scrape(d), "table_stale")
+            early = [x for x in d.lines[start:] if "program grown" in x or
+                     "kernel steering table published" in x]
+            check(stale == 1 and not early,
+                  f"{tag}: while the lock was held, table_stale {stale}: {early}")
+        finally:
+            os.close(fd)
+        # a growth loads a program (the verifier's pass over maps of up to 960,000
+        # points): seconds on a loaded machine
+        check(d.wait_log("kernel steering table published", 90) is not None,
+              f"{tag}: the table not published once the lock was let go")
+        grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+        check(len(grown_l) == 1 and f" max_ring_points={size} " in grown_l[0],
+              f"{tag}: the growth to {size} points not logged once: {grown_l}")
+        m = scrape(d)
+        check(web(m, "table_stale") == 0, f"{tag}: table_stale {web(m, 'table_stale')}")
+        return True
+
+    d = Daemon(topo, yaml("")).start()
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     f"outgrown_locked: no table published at start: {d.lines[-1:]}"):
+            return
+
+        def reload():
+            with open(d.path, "w") as fh:
+                fh.write(f"admin: unix:{d.admin}\nworkers: 1\nservices:\n"
+                         f"{yaml('    vnodes: 40000' + chr(10))}")
+            return d.ctl("reload")
+
+        if not locked_change(reload, "outgrown_locked: reload", 240000):
+            return
+        got = kernel_steered(topo, "outgrown_locked: after the reload", T.VIP)
+        check(sum(got.values()) == 20 and set(got) <= {"b1", "b2", "b3"},
+              f"outgrown_locked: new clients after the reload: {dict(got)}")
+        if not locked_change(lambda: d.ctl("set", "b1", "weight", "10"),
+                             "outgrown_locked: ctl set b1 weight 10", 960000):
+            return
+        got_w = kernel_steered(topo, "outgrown_locked: b1 weight 10", T.VIP, 40)
+        check(got_w.get("b1", 0) >= 20,
+              f"outgrown_locked: b1 (weight 10 of 12) has {got_w.get('b1', 0)} of 40 new "
+              f"clients")
+        print(f"outgrown_locked: reload and ctl set applied with the lock held, the program "
+              f"grown once it was let go; new clients {dict(got)}, weight 10: {dict(got_w)}",
+              flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def too_small(topo, servers):
     """A program too small for the config's table, taken over (here an orphan that hashlb
     steer --keep sized for 2 backends; an upgrade's program sized for an older config alike,
@@ -3626,7 +3712,7 @@ def body(topo):
              ("manual_update", manual_update),
              ("update_taken_over", update_taken_over), ("lock_held", lock_held),
              ("other_version", other_version),
-             ("flows", flows), ("outgrown", outgrown),
+             ("flows", flows), ("outgrown", outgrown), ("outgrown_locked", outgrown_locked),
              ("too_small", too_small), ("outgrown_shared", outgrown_shared),
              ("slots_held", slots_held),
              ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
