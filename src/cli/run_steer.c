@@ -91,6 +91,9 @@ struct run_steer_svc {
 	 * retried (table_unfit()). */
 	bool too_small;
 	char refused[sizeof(((struct hashlb_error *)0)->msg)];
+	/* Why it has no program, as logged (ctl status says it beside "no program
+	 * attached"); empty: not attached yet. */
+	char none[sizeof(((struct hashlb_error *)0)->msg)];
 	uint64_t n_refused; /* tables refused, for /metrics */
 	char **close_on_return; /* names of the backups configured so */
 	uint32_t n_close_on_return;
@@ -216,6 +219,12 @@ static bool svc_closes_on_return(const struct run_steer_svc *e, const char *back
 		if (strcmp(e->close_on_return[i], backend) == 0)
 			return true;
 	return false;
+}
+
+/* <e> has no program for <why> (its words as logged): hashlb ctl status gives them. */
+static void none_because(struct run_steer_svc *e, const char *why)
+{
+	snprintf(e->none, sizeof(e->none), "%s", why);
 }
 
 static const struct hashlb_service_cfg *steered(const struct hashlb_config *cfg, const char *name)
@@ -1113,6 +1122,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				   "steering: kernel needs 'interface'");
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);
+			none_because(e, err.msg);
 			return;
 		}
 		/* Not there yet (a bond or VLAN made after hashlb started, at
@@ -1123,6 +1133,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				   "no interface '%s': attached once it exists", o.iface);
 			e->lost = true;
 			log_error("kernel steering not started", name, &err);
+			none_because(e, err.msg);
 			refresh_arm(rs, name);
 			return;
 		}
@@ -1138,6 +1149,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			ret = share(rs, e, other, &o, &err);
 			if (ret == -EAGAIN || ret == -ETIMEDOUT) {
 				grow_busy(rs, e, other, &err, ret == -EAGAIN);
+				none_because(e, err.msg);
 				return;
 			}
 			/* Started by run_steer_old_stopped(), once the program is
@@ -1146,6 +1158,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				char q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
 
 				e->held = true;
+				none_because(e, "waits for the hashlb it replaces to stop");
 				hlb_log(HLB_LOG_INFO,
 					"kernel steering waits for the replaced hashlb",
 					"service=%s interface=%s error=%s reason=\"its program is "
@@ -1157,6 +1170,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			if (ret < 0) {
 				e->failed = true;
 				log_error("kernel steering not started", name, &err);
+				none_because(e, err.msg);
 				return;
 			}
 			/* the replaced hashlb's still, as the other's */
@@ -1222,15 +1236,18 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			e->other = true;
 			e->driven = ret == -EBUSY;
 			snprintf(e->refused, sizeof(e->refused), "%s", err.msg);
+			none_because(e, err.msg);
 			retry_arm(rs, e);
 			return;
 		} else if (ret != -ENOENT) {
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);
+			none_because(e, err.msg);
 			return;
 		} else if (hashlb_steer_open(&o, snap->table, &e->steer, &err) < 0) {
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);
+			none_because(e, err.msg);
 			return;
 		} else {
 			hlb_log(HLB_LOG_INFO, "kernel steering attached",
@@ -1244,6 +1261,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		}
 		hashlb_steer_set_lock_try(e->steer, true);
 		e->marked = false;
+		e->none[0] = 0;
 	}
 	/* hashlb steer --update leaves a daemon's tables alone. */
 	if (!e->marked) {
@@ -1460,6 +1478,9 @@ static void lost_release(struct run_steer *rs, struct run_steer_svc *e)
 		e->published = false;
 		e->vip_set.ss_family = 0;
 		e->lost = true;
+		none_because(e, "its program is no longer attached: the interface went away, or "
+				"another program took its place; attached again once the interface "
+				"is there");
 	}
 }
 
@@ -2225,7 +2246,14 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	 * service of the program (steer_scan(); its cost: docs/steering.md) */
 	if (i == 0)
 		rs->n_scans = 0;
-	if (!e->steer || !(x = steer_scan(rs, e)) || hashlb_steer_stats(e->steer, &v.st) < 0)
+	if (!e->steer) {
+		/* why, for ctl status: as logged */
+		*ret = (struct hlb_steer_sample){ .service = e->name,
+						  .none = e->none[0] ? e->none
+								     : "not attached yet" };
+		return -ENODEV;
+	}
+	if (!(x = steer_scan(rs, e)) || hashlb_steer_stats(e->steer, &v.st) < 0)
 		return -ENODEV;
 	v.service = e->name;
 	t = hashlb_steer_tables(e->steer) < 2 ? 0 : hashlb_steer_table(e->steer);

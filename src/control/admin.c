@@ -400,8 +400,13 @@ static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 	const char *name;
 	uint64_t x;
 
-	if (!v) {
+	if (!v || v->none) {
 		hlb_buf_puts(o, ",\"steering\":null");
+		/* why, as logged (before, the log alone said it) */
+		if (v) {
+			hlb_buf_puts(o, ",\"steering_none\":");
+			hlb_buf_json_str(o, v->none);
+		}
 		return;
 	}
 	hlb_buf_puts(o, ",\"steering\":{");
@@ -519,7 +524,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 	hlb_buf_puts(o, ",\"workers\":");
 	status_workers(ctl, o, false);
 	hlb_buf_puts(o, ",\"services\":[");
-	if (hlb_control_steer_samples(ctl, &steer, &n_steer) < 0)
+	if (hlb_control_steer_samples_status(ctl, &steer, &n_steer) < 0)
 		n_steer = 0;
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
@@ -631,8 +636,10 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 	const struct hlb_steer_stats *st, *own;
 	bool all;
 
-	if (!v) {
-		hlb_buf_puts(o, "  kernel steering: no program attached\n");
+	if (!v || v->none) {
+		/* why, as logged (before, the log alone said it) */
+		hlb_buf_printf(o, "  kernel steering: no program attached%s%s\n", v ? ": " : "",
+			       v ? v->none : "");
 		return;
 	}
 	st = &v->st;
@@ -737,7 +744,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				       (int)pid);
 	}
 	status_workers(ctl, o, true);
-	if (hlb_control_steer_samples(ctl, &steer, &n_steer) < 0)
+	if (hlb_control_steer_samples_status(ctl, &steer, &n_steer) < 0)
 		n_steer = 0;
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);

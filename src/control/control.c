@@ -809,8 +809,9 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 	return ret;
 }
 
-int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
-			      uint32_t *ret_n)
+/* hlb_control_steer_samples(), with <none> those with no program whose reason is known. */
+static int steer_samples(struct hlb_control *ctl, bool none, struct hlb_steer_sample **ret_v,
+			 uint32_t *ret_n)
 {
 	struct hlb_steer_sample *v = NULL, one;
 	uint32_t n = 0;
@@ -818,10 +819,12 @@ int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample *
 	int r;
 
 	for (uint32_t i = 0;
-	     ctl->steer_stats && (r = ctl->steer_stats(ctl->steer_stats_arg, i, &one)) != -ENOENT;
+	     ctl->steer_stats &&
+	     (one.none = NULL, r = ctl->steer_stats(ctl->steer_stats_arg, i, &one)) != -ENOENT;
 	     i++) {
-		if (r < 0)
-			continue; /* no program now: nothing to show */
+		/* no program now: nothing to count; its reason, for /status */
+		if (r < 0 && !(none && one.none && one.service))
+			continue;
 		if (hlb_grow((void **)&v, &cap, n + 1, sizeof(*v), 4) < 0) {
 			free(v);
 			return -ENOMEM;
@@ -831,6 +834,18 @@ int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample *
 	*ret_v = v;
 	*ret_n = n;
 	return 0;
+}
+
+int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
+			      uint32_t *ret_n)
+{
+	return steer_samples(ctl, false, ret_v, ret_n);
+}
+
+int hlb_control_steer_samples_status(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
+				     uint32_t *ret_n)
+{
+	return steer_samples(ctl, true, ret_v, ret_n);
 }
 
 const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_steer_sample *v,

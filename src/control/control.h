@@ -39,6 +39,9 @@ struct hlb_steer_sample {
 	 * steers by an older one */
 	bool table_stale;
 	uint64_t tables_refused; /* tables the kernel path refused, since start */
+	/* No program now: why, as logged (borrowed, as <service>), the rest unset; NULL with
+	 * one. Only hlb_control_steer_samples_status()'s. */
+	const char *none;
 };
 
 /*
@@ -50,7 +53,8 @@ typedef void (*hlb_control_log_fn)(void *arg, enum hlb_log_level level, const ch
 
 /*
  * Kernel steering of the <i>th steered service, for /metrics: 0 with <ret> filled, -ENODEV
- * if it has no program now (attaching failed, or a build without BPF), -ENOENT past the
+ * if it has no program now (attaching failed, or a build without BPF; <ret>'s service and
+ * none filled where the reason is known, else <ret> untouched), -ENOENT past the
  * last one. Called for i = 0, 1, ... in one go, each reading from 0 (the services of one
  * program read from one scan of it: run_steer_stats()).
  */
@@ -212,6 +216,10 @@ uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const
  */
 int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
 			      uint32_t *ret_n);
+/* The same, for /status: also the services with no program whose reason is known, their
+ * sample's none set. */
+int hlb_control_steer_samples_status(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
+				     uint32_t *ret_n);
 /*
  * Whether every service of <cfg>, with the weights applying it would give
  * (hlb_pool_weights_after(): a weight set at run time stays unless the config changes it),

@@ -3641,6 +3641,16 @@ def lock_held(topo, servers):
         print(f"lock held: let go, published; 20 new clients {dict(got)}", flush=True)
 
 
+def status_none(d):
+    """What hashlb ctl status says of web's kernel steering without a program: the text's
+    line ("" if none) and the JSON's steering_none (None if none)."""
+    text = d.ctl("status").stdout
+    line = next((x.strip() for x in text.splitlines() if "kernel steering:" in x), "")
+    p = d.ctl("--json", "status")
+    svc = json.loads(p.stdout)["services"][0] if p.returncode == 0 else {}
+    return line, (svc.get("steering_none") if svc.get("steering") is None else None)
+
+
 def other_version(topo, servers):
     """Another hashlb version's program on the LB's eth0 (this source built with its map
     hlb_stats named otherwise, attached by hand in generic XDP): hashlb run does not start
@@ -3649,7 +3659,8 @@ def other_version(topo, servers):
     eth0 exists, while it was refused every second); once it is detached
     (the ip link command the message names) the daemon attaches its own by itself, within its
     retry, and logs it, and new clients go through the kernel path. Before, only a reload
-    after the detach attached it."""
+    after the detach attached it. Meanwhile hashlb ctl status (text and JSON steering_none)
+    says why there is no program, as the log did; before, "no program attached" alone."""
     obj = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "tests", "steer",
                        "steer-otherver.bpf.o")
     T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "object", obj, "program", "hlb_xdp",
@@ -3663,12 +3674,21 @@ def other_version(topo, servers):
         time.sleep(2.5)  # two retries, or more
         again = d.wait_log("kernel steering not started", 0)
         check(again is None, f"other version: the refusal logged again at a retry: {again}")
+        # ctl status says why there is no program, as the log did (before, only "no
+        # program attached")
+        text, js = status_none(d)
+        check(text.startswith("kernel steering: no program attached: ") and
+              "another hashlb version's" in text and js and "another hashlb version's" in js,
+              f"other version: ctl status without the reason: {text!r}, JSON {js!r}")
         # eth0 gone a while (renamed away, the program with it), then back: the refusal is
         # said again, the log's last word being that it is attached once eth0 exists
         rename_lb(topo, "eth0", "hlbaway0")
         gone = d.wait_log("kernel steering not started", 15)
         check(gone is not None and "attached once it exists" in gone,
               f"other version: eth0 gone, not said so: {gone}")
+        text, js = status_none(d)
+        check("attached once it exists" in text and js and "attached once it exists" in js,
+              f"other version: eth0 gone, ctl status without the reason: {text!r}, {js!r}")
         rename_lb(topo, "hlbaway0", "eth0")
         line = d.wait_log("kernel steering not started", 15)
         check(line is not None and "another hashlb version's" in line,
