@@ -1014,6 +1014,35 @@ static int set_vip(struct run_steer_svc *e, struct hashlb_error *err)
 }
 
 /*
+ * <s>'s handle, of a program grown in place, was not moved to the program in its place
+ * (hashlb_steer_rebind() failed: out of memory or descriptors): let go, and its service's
+ * table found again in the program grown by its next publication, tried at once (the
+ * retry timer: share() takes its VIP's table, its flows kept). Before, it was only logged:
+ * the service published into the replaced program, which no packet reads, until its
+ * refresh found it lost.
+ */
+static void rebind_failed(struct run_steer *rs, struct run_steer_svc *s,
+			  const struct run_steer_svc *by, const struct hashlb_error *why)
+{
+	char q[HLB_LOG_QUOTED_MAX(sizeof(why->msg))], kv[LOG_IFACE_KV_MAX];
+
+	hlb_log(HLB_LOG_WARN, "kernel steering: its table not moved to the program grown",
+		"service=%s %s error=%s reason=\"its table is found again in the program grown "
+		"at once (tried every second)\"",
+		s->name, iface_kv(s, kv), hlb_log_quote(why->msg, q, sizeof(q)));
+	/* the program is <by>'s to drive, and to detach if <s> was to (steer_release()) */
+	if (!hashlb_steer_kept(s->steer))
+		hashlb_steer_set_keep(by->steer, false);
+	hashlb_steer_set_keep(s->steer, true);
+	hashlb_steer_free(s->steer);
+	s->steer = NULL;
+	s->published = false;
+	none_because(s, why->msg);
+	if (s->svc)
+		retry_arm(rs, s);
+}
+
+/*
  * <e>'s program replaced by one sized for a table of <n> backends, Maglev M <m> and <points>
  * ring points, as a program is sized at start (twice the table, never below the defaults; every
  * other service's of the program as iface_services() sizes them), every table and the
@@ -1063,28 +1092,40 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
 	else if (o.max_backends > HASHLB_BACKENDS_MAX)
 		o.max_backends = max_u32(HASHLB_BACKENDS_MAX, need->backends);
 	ret = hashlb_steer_grow(by->steer, &o, err);
-	for (uint32_t i = 0; ret == 0 && i < rs->n; i++) {
-		struct run_steer_svc *s = &rs->svcs[i];
-		struct hashlb_error why = { 0 };
-
-		if (s != by && (same[i] || s == e) &&
-		    hashlb_steer_rebind(s->steer, by->steer, &why) < 0)
-			log_error("kernel steering: its table not moved to the program grown",
-				  s->name, &why);
-		if (same[i] || s == e)
-			s->hits_prog = hashlb_steer_prog_id(s->steer); /* its counters carried */
-	}
-	free(same);
-	if (ret < 0)
+	if (ret < 0) {
+		free(same);
 		return ret;
-	hashlb_steer_caps(e->steer, &caps[0], &caps[1], &caps[2]);
+	}
+	hashlb_steer_caps(by->steer, &caps[0], &caps[1], &caps[2]);
 	/* interface= as the program's lines give it (iface_kv()) */
 	hlb_log(HLB_LOG_INFO, "kernel steering program grown",
 		"service=%s %s mode=%s tables=%u old_program=%u program=%u max_backends=%u "
 		"max_maglev_m=%u max_ring_points=%u reason=\"its table outgrew the program; "
 		"every table and flow kept\"",
-		e->name, iface_kv(e, kv), hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
-		tables, old_prog, hashlb_steer_prog_id(e->steer), caps[0], caps[1], caps[2]);
+		e->name, iface_kv(e, kv), hashlb_steer_mode_name(hashlb_steer_mode(by->steer)),
+		tables, old_prog, hashlb_steer_prog_id(by->steer), caps[0], caps[1], caps[2]);
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *s = &rs->svcs[i];
+		struct hashlb_error why = { 0 };
+
+		if (!same[i] && s != e)
+			continue;
+		int r = s != by ? hashlb_steer_rebind(s->steer, by->steer, &why) : 0;
+
+		if (r < 0) {
+			if (!why.msg[0])
+				hashlb_err(&why, r, HASHLB_ERR_SYSTEM, "%s", strerror(-r));
+			rebind_failed(rs, s, by, &why);
+			continue;
+		}
+		s->hits_prog = hashlb_steer_prog_id(s->steer); /* its counters carried */
+	}
+	free(same);
+	/* its table is found again in the program grown at its retry (share()) */
+	if (!e->steer)
+		return hashlb_err(err, -EAGAIN, HASHLB_ERR_SYSTEM,
+				  "its table was not moved to the program grown: found there again "
+				  "at its retry");
 	return 0;
 }
 

@@ -1725,6 +1725,86 @@ def outgrown_locked(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def rebind_fails(pid, mark):
+    """gdb attached to hashlb <pid> (a background process: .wait() it): the first
+    hashlb_steer_rebind() returns -ENOMEM (12) at once, as out of memory or descriptors
+    would make it, then gdb detaches; file <mark> is written once the breakpoint is set."""
+    script = (
+        "python\n"
+        "import gdb\n"
+        "gdb.execute('set confirm off')\n"
+        "gdb.execute('break hashlb_steer_rebind')\n"
+        f"open({mark!r}, 'w').write('set')\n"
+        "gdb.execute('continue')\n"
+        "gdb.execute('return -12')\n"
+        "print('injected: hashlb_steer_rebind returns -12')\n"
+        "gdb.execute('delete')\n"
+        "gdb.execute('detach')\n"
+        "end\n")
+    f = tempfile.NamedTemporaryFile("w", suffix=".gdb", delete=False)
+    f.write(script)
+    f.close()
+    return subprocess.Popen(["gdb", "-q", "-batch", "-nx", "-p", str(pid), "-x", f.name],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def grown_rebind_failed(topo, servers):
+    """outgrown_shared's reload (api a ring of vnodes 70,000, outgrowing the program of 4
+    tables it shares with web), api's handle failing to move to the program grown (gdb makes
+    hashlb_steer_rebind() fail, as out of memory or descriptors would): the reload applies,
+    the failure is said once, naming api and that its table is found again in the program
+    grown, which it is at once: api's table published, its 20 new clients on b3 through the
+    kernel path, web's on b1 and b2, and no 'kernel steering lost'. Before, the failure was
+    only logged, api's handle stayed on the replaced program (no packet reads it), and the
+    reload was refused, its check asked of that program ('not even by a larger program')."""
+    reason = gdbfail.unusable()
+    if reason:
+        raise T.Skip(reason)
+    web, api = two_services_yaml(topo)
+    d = two_services_start(topo, web + api, "grown_rebind_failed")
+    mark = tempfile.mktemp(prefix="hlbrebind-")
+    gdb = None
+    try:
+        gdb = rebind_fails(d.proc.pid, mark)
+        for _ in range(600):
+            if os.path.exists(mark) or gdb.poll() is not None:
+                break
+            time.sleep(0.1)
+        if not check(os.path.exists(mark), f"grown_rebind_failed: gdb not attached: "
+                     f"{gdb.poll()} {gdb.stdout.read() if gdb.poll() is not None else ''}"):
+            return
+        d.edit(api, api.replace("    interface: eth0\n",
+                                "    interface: eth0\n    scheme: ring\n    vnodes: 70000\n"))
+        d.skip_log()
+        start = len(d.lines)
+        p = d.ctl("reload")
+        check(p.returncode == 0, f"grown_rebind_failed: reload refused: {p.stdout} {p.stderr}")
+        out, _ = gdb.communicate(timeout=120)
+        gdb = None
+        check("injected" in out, f"grown_rebind_failed: no failure injected: {out}")
+        # a growth loads a program: seconds on a loaded machine
+        published = d.wait_log("service=api generation=", 60)
+        lines = d.lines[start:]
+        grown = [x for x in lines if "kernel steering program grown" in x]
+        moved = [x for x in lines if "its table not moved to the program grown" in x]
+        check(published is not None and len(grown) == 1 and len(moved) == 1 and
+              "service=api " in moved[0] and "found again" in moved[0],
+              f"grown_rebind_failed: api's table not found again and published: "
+              f"{[x for x in lines if 'steering' in x]}")
+        got4, got6 = each_steered(topo, "grown_rebind_failed")
+        lost = [x for x in d.lines[start:] if "kernel steering lost" in x]
+        check(not lost, f"grown_rebind_failed: a service's program found lost: {lost}")
+        print(f"grown_rebind_failed: {moved and moved[0].split('msg=')[-1][:90]}...; web's 20 "
+              f"{dict(got4)}, api's {dict(got6)}", flush=True)
+    finally:
+        if gdb is not None:
+            gdb.kill()
+            gdb.wait()
+        if os.path.exists(mark):
+            os.unlink(mark)
+        two_services_end(topo, d)
+
+
 def too_small(topo, servers):
     """A program too small for the config's table, taken over (here an orphan that hashlb
     steer --keep sized for 2 backends; an upgrade's program sized for an older config alike,
@@ -3734,6 +3814,7 @@ def body(topo):
              ("other_version", other_version),
              ("flows", flows), ("outgrown", outgrown), ("outgrown_locked", outgrown_locked),
              ("too_small", too_small), ("outgrown_shared", outgrown_shared),
+             ("grown_rebind_failed", grown_rebind_failed),
              ("slots_held", slots_held),
              ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
              ("prefix", prefix),
