@@ -362,6 +362,16 @@ static void format_client(const uint8_t *src, char *buf, size_t size)
 	snprintf(buf, size, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 }
 
+/* <peer> as format_client() writes a client (an IPv4-mapped one as IPv4); <buf> unchanged if
+ * it is no IP address. */
+static void format_peer(const struct sockaddr *peer, char *buf, size_t size)
+{
+	struct hashlb_tuple t;
+
+	if (hashlb_tuple_from_sockaddr(peer, NULL, &t) == 0)
+		format_client((const uint8_t *)&t, buf, size);
+}
+
 /*
  * The connection's line in the log (log_connections): who, where, how
  * long, how many bytes, why it ended. Into the worker's buffer, written
@@ -393,11 +403,9 @@ static void conn_log(struct worker *w, struct conn *c)
 		/* not routed (accept_proxy: no header read): the peer itself */
 		struct sockaddr_storage peer;
 		socklen_t len = sizeof(peer);
-		struct hashlb_tuple t;
 
-		if (getpeername(c->fd[0], (struct sockaddr *)&peer, &len) == 0 &&
-		    hashlb_tuple_from_sockaddr((struct sockaddr *)&peer, NULL, &t) == 0)
-			format_client((const uint8_t *)&t, client, sizeof(client));
+		if (getpeername(c->fd[0], (struct sockaddr *)&peer, &len) == 0)
+			format_peer((struct sockaddr *)&peer, client, sizeof(client));
 	}
 	if (c->be && c->established) {
 		be = hlb_log_quote(c->be->name, qb, sizeof(qb));
@@ -2377,14 +2385,40 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
  * proxy's TCP check that resets) is not an untrusted source: -1, and the
  * caller handles it as the reset it is.
  */
-static int proxy_sender_trusted(int fd, const struct hlb_snapshot *snap)
+static int proxy_sender_trusted(int fd, const struct hlb_snapshot *snap,
+				struct sockaddr_storage *ret_peer)
 {
-	struct sockaddr_storage peer;
-	socklen_t len = sizeof(peer);
+	socklen_t len = sizeof(*ret_peer);
 
-	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+	if (getpeername(fd, (struct sockaddr *)ret_peer, &len) < 0)
 		return -1;
-	return hashlb_prefix_set_match(snap->proxy_from, (const struct sockaddr *)&peer);
+	return hashlb_prefix_set_match(snap->proxy_from, (const struct sockaddr *)ret_peer);
+}
+
+/*
+ * A connection to <svc> from <peer>, not in its accept_proxy_from, refused: the counter alone
+ * cannot tell an operator who it is (a front proxy left out of the list, a scan). Logged at
+ * most once a second by each worker for each service, since a flood of them must not flood
+ * the log: each line says how many this worker refused for the service without a line since
+ * its last one (suppressed=). Into the worker's buffer: never blocks.
+ */
+static void log_untrusted(struct worker *w, struct hlb_service *svc,
+			  const struct sockaddr_storage *peer)
+{
+	struct hlb_service_wstats *ws = &svc->wstats[w->id];
+	char source[INET6_ADDRSTRLEN + 10] = "-", qs[160];
+
+	if (ws->untrusted_log_ms && w->now_ms - ws->untrusted_log_ms < 1000) {
+		ws->untrusted_unlogged++;
+		return;
+	}
+	ws->untrusted_log_ms = w->now_ms ?: 1;
+	format_peer((const struct sockaddr *)peer, source, sizeof(source));
+	hlb_logbuf_printf(
+		&w->log, HLB_LOG_WARN, "connection from a source not in accept_proxy_from, reset",
+		"service=%s source=%s worker=%u suppressed=%" PRIu32,
+		hlb_log_quote(svc->name, qs, sizeof(qs)), source, w->id, ws->untrusted_unlogged);
+	ws->untrusted_unlogged = 0;
 }
 
 void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
@@ -2400,8 +2434,9 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 		client_refuse(w, fd);
 		return;
 	}
-	if (snap->proxy_from && proxy_sender_trusted(fd, snap) == 0) {
+	if (snap->proxy_from && proxy_sender_trusted(fd, snap, &addr[0]) == 0) {
 		hlb_stat_add(&svc->wstats[w->id].untrusted, 1);
+		log_untrusted(w, svc, &addr[0]);
 		client_refuse(w, fd);
 		return;
 	}

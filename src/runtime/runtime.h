@@ -612,6 +612,11 @@ struct hlb_service_wstats {
 	/* Connections a second signal closed before their deadline: a line of their own at
 	 * exit, which does not call it a timeout. A third cache line, touched only then. */
 	_Atomic uint32_t drain_signalled;
+	/* Not counters: when its worker last logged a source not in accept_proxy_from
+	 * (now_ms; 0 never), and the refusals it did not log since (proxy/conn.c,
+	 * log_untrusted()). On the third line too: touched only by such a refusal. */
+	uint32_t untrusted_unlogged;
+	uint64_t untrusted_log_ms;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct hlb_service_wstats) == 192, "a service's worker counters");
 

@@ -12,8 +12,8 @@ import time
 
 from ctltest import REST_TURN_RATE, Lb, config, metric_sum, turn_mark, turn_rate
 from shims import shim_env  # noqa: E402
-from lbtest import (HASHLB, BlackHole, check, client_ip, connect, frozen, lookup, outcome,
-                    read_to_eof, run_tests, serve_each, syn_sent, tmpfile, wait_until)
+from lbtest import (HASHLB, BlackHole, check, client_ip, connect, frozen, logfmt_fields, lookup,
+                    outcome, read_to_eof, run_tests, serve_each, syn_sent, tmpfile, wait_until)
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 NO_CHECKS = "enabled: false"
@@ -333,6 +333,58 @@ def accept_proxy_from_only_the_listed():
     be.close()
 
 
+def untrusted_source_is_logged():
+    """A connection refused because its source is not in accept_proxy_from is logged (warn),
+    naming the source and the service: before, only hashlb_service_untrusted_total rose, and an
+    operator could not tell which host (a front proxy left out of the list, a scan) it was. At
+    most one line a second for each worker and service, so a flood does not flood the log:
+    each line says how many refusals went unlogged since the one before (suppressed=)."""
+    be = ProxyBackend("none")
+    lb = Lb(config([("p", be.addr)], workers=1,
+                   extra="accept_proxy: true\naccept_proxy_from: [127.0.0.2]", health=NO_CHECKS))
+    marker = 'msg="connection from a source not in accept_proxy_from, reset" '
+
+    def lines():
+        return [logfmt_fields(l) for l in lb.log if marker in l]
+
+    s = connect(lb.addr, "127.0.0.3", timeout=10)
+    port = s.getsockname()[1]
+    check(outcome(s) == (0, "RST"), "an unlisted source is reset")
+    s.close()
+    check(lb.wait(lambda: lines()), "and logged")
+    first = lines()[0]
+    check(first["level"] == "warn" and first["service"] == "t" and
+          first["source"] == f"127.0.0.3:{port}" and first["suppressed"] == "0",
+          f"the line names the source and the service: {first}")
+    # a burst, hashlb stopped while the kernel queues it: taken in one go, well within a second
+    with frozen(lb.proc):
+        burst = [connect(lb.addr, "127.0.0.4", timeout=10) for _ in range(100)]
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_untrusted_total") == 101),
+          f"each refusal counted: {metric_sum(lb, 'hashlb_service_untrusted_total')}")
+    for c in burst:
+        c.close()
+    check(len(lines()) < 50, f"the burst is not a line each: {len(lines())} lines for 101")
+    # one refusal at a time until one is logged: that line counts every refusal before it
+    seen, later = len(lines()), []
+    while len(lines()) == seen and len(later) < 300:
+        s = connect(lb.addr, "127.0.0.5", timeout=10)
+        later.append(f"127.0.0.5:{s.getsockname()[1]}")
+        s.close()
+        n = 101 + len(later)
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_untrusted_total") == n),
+              f"refusal {n} counted")
+        lb.wait(lambda: len(lines()) > seen, timeout=0.2)
+    got = lines()
+    check(len(got) > seen and got[-1]["source"] in later,
+          f"a later refusal is logged again: {got[-1]}")
+    upto = 101 + later.index(got[-1]["source"]) + 1
+    told = sum(1 + int(l["suppressed"]) for l in got)
+    check(told == upto, f"the lines account for every refusal up to the last: {told} of {upto}")
+    check(not be.by_id, "none reached the backend")
+    check(lb.stop() == 0, "exit 0")
+    be.close()
+
+
 def listed_proxy_resetting_is_not_untrusted():
     """A listed front proxy whose TCP checks connect and reset at once (SO_LINGER 0) is not
     counted as an untrusted source: a reset that comes before hashlb reads the peer's address
@@ -517,5 +569,6 @@ def client_reset_while_connecting():
 
 run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
            accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed,
-           listed_proxy_resetting_is_not_untrusted, deny_clients_by_the_header,
-           header_refused_then_retried, urgent_byte_in_a_header, client_reset_while_connecting])
+           untrusted_source_is_logged, listed_proxy_resetting_is_not_untrusted,
+           deny_clients_by_the_header, header_refused_then_retried, urgent_byte_in_a_header,
+           client_reset_while_connecting])
