@@ -72,8 +72,15 @@ int cmd_ctl(int argc, char **argv);
 
 /* The subcommand <cmd> runs from now on (NULL: none yet), for the prefix. */
 void cli_set_command(const char *cmd);
-/* Print "hashlb CMD: " then <fmt> (which ends with its "\n") to stderr. */
+/*
+ * Print "hashlb CMD: " then <fmt> (which ends with its "\n") to stderr; on the journal
+ * (hashlb ctl run by a unit's ExecReload=) an error's priority before it, so that
+ * journalctl -p err shows it.
+ */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same for a line that is no error (the command goes on, or exits 0): "note: ...", a
+ * reload sent as SIGHUP. A notice on the journal. */
+void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * <path> (a config file's) with its control bytes written \n or \xNN, for an error
  * line, which then stays one line: valid until the next call. <path> itself if

@@ -34,16 +34,41 @@ void cli_set_command(const char *cmd)
 	memset(opt_given, 0, sizeof(opt_given));
 }
 
-void cli_error(const char *fmt, ...)
+/* A line of the command's, <prefix> (its priority on the journal) before it. */
+static void say(const char *prefix, const char *fmt, va_list ap)
 {
-	va_list ap;
-
+	fputs(prefix, stderr);
 	if (cli_command)
 		fprintf(stderr, "hashlb %s: ", cli_command);
 	else
 		fputs("hashlb: ", stderr);
-	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
+}
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say(hlb_log_journal_prefix(HLB_LOG_ERROR), fmt, ap);
+	va_end(ap);
+}
+
+void cli_notice(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say(hlb_log_journal_notice(), fmt, ap);
+	va_end(ap);
+}
+
+static __attribute__((format(printf, 2, 3))) void say_line(const char *prefix, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say(prefix, fmt, ap);
 	va_end(ap);
 }
 
@@ -240,12 +265,15 @@ const char *cli_path(const char *path)
 /* <err> as "FILE:LINE:COL: <kind>: WHAT", "FILE: <kind>: WHAT" or cli_error()'s line. */
 static void print_diagnostic(const struct hashlb_error *err, const char *kind)
 {
+	/* why a unit's start or reload failed: an error to journalctl -p err too */
+	const char *prefix =
+		hlb_log_journal_prefix(strcmp(kind, "error") ? HLB_LOG_WARN : HLB_LOG_ERROR);
+
 	if (!err->file) {
-		cli_error("%s\n", err->msg);
+		say_line(prefix, "%s\n", err->msg);
 		return;
 	}
-	/* why a unit's start or reload failed: an error to journalctl -p err too */
-	fputs(hlb_log_journal_prefix(strcmp(kind, "error") ? HLB_LOG_WARN : HLB_LOG_ERROR), stderr);
+	fputs(prefix, stderr);
 	fputs(cli_path(err->file), stderr);
 	if (err->line > 0)
 		fprintf(stderr, ":%d:%d: %s: %s\n", err->line, err->column, kind, err->msg);

@@ -633,8 +633,8 @@ static int ctl_answer(int status, const char *buf, const char *body, bool json)
 		cli_error("%s", body + 7);
 	else if (!json && json_error(body, msg, sizeof(msg)))
 		cli_error("%s\n", msg);
-	else
-		fputs(body, stderr); /* JSON, or a reload's FILE:LINE:COL: error: WHAT */
+	else /* JSON, or a reload's FILE:LINE:COL: error: WHAT: an error on the journal too */
+		fprintf(stderr, "%s%s", hlb_log_journal_prefix(HLB_LOG_ERROR), body);
 	return status / 100 == 2 ? 0 : 1;
 }
 
@@ -689,9 +689,9 @@ static void reload_note_other_file(const char *body, const char *config)
 	if (same_file(path, config) != 0)
 		return; /* the same file, or not known */
 	fflush(stdout); /* after the answer, in a log that takes both (2>&1, the journal) */
-	cli_error("note: the running hashlb reloaded the file it was started with, %s, not %s "
-		  "(-c takes only the admin address from FILE)\n",
-		  path, cli_path(config));
+	cli_notice("note: the running hashlb reloaded the file it was started with, %s, not %s "
+		   "(-c takes only the admin address from FILE)\n",
+		   path, cli_path(config));
 }
 
 /*
@@ -709,7 +709,7 @@ struct ctl_file_error {
 static void file_error_print(const struct ctl_file_error *fe)
 {
 	cli_print_error(&fe->err);
-	cli_error("%s", fe->note);
+	cli_notice("%s", fe->note);
 }
 
 /* <fe> printed now if held: ctl stops before the reload's answer */
@@ -1262,8 +1262,8 @@ static int ctl_sighup(pid_t pid, const char *why, bool json)
 		cli_error("%s; cannot send SIGHUP to pid %d: %s\n", why, (int)pid, strerror(errno));
 		return 1;
 	}
-	cli_error("%s; sent SIGHUP to pid %d instead: only its log says how the reload went\n", why,
-		  (int)pid);
+	cli_notice("%s; sent SIGHUP to pid %d instead: only its log says how the reload went\n",
+		   why, (int)pid);
 	if (json)
 		printf("{\"signal\":\"SIGHUP\",\"pid\":%d}\n", (int)pid);
 	return 0;
@@ -1704,9 +1704,9 @@ int cmd_ctl(int argc, char **argv)
 				return 1;
 			}
 			if (!strcmp(cmd, "upgrade"))
-				cli_error("%s has errors (above), the new hashlb would refuse to "
-					  "start on it: upgrading all the same (--force)\n",
-					  cli_path(o.config));
+				cli_notice("%s has errors (above), the new hashlb would refuse to "
+					   "start on it: upgrading all the same (--force)\n",
+					   cli_path(o.config));
 			else if (!admin_given) /* cfg: read up to its admin key */
 				snprintf(fe.note, sizeof(fe.note),
 					 "%s has errors (above), a reload would refuse it: its "
@@ -1719,7 +1719,7 @@ int cmd_ctl(int argc, char **argv)
 					 "is used\n",
 					 cli_path(o.config), o.admin_opt, admin_given);
 			if (fe.note[0] && !fe.held)
-				cli_error("%s", fe.note);
+				cli_notice("%s", fe.note);
 		}
 		/* no cfg: FILE could not be read up to an admin key, and --admin gives it */
 		if (cfg && admin_given &&

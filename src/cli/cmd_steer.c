@@ -681,11 +681,12 @@ static int steer_publish(struct steer_args *a)
 			goto out_err;
 	}
 	if (a->action == ACT_UPDATE && !hashlb_steer_reads_ext(s))
-		cli_error("note: the program on %s, which an older hashlb attached, may send a "
-			  "client's new connection from a reused port back to a backend that takes "
-			  "no new connection (draining, maint, weight 0): detach it and attach "
-			  "again (its flows start with no conntrack entry) for that\n",
-			  a->iface);
+		cli_notice(
+			"note: the program on %s, which an older hashlb attached, may send a "
+			"client's new connection from a reused port back to a backend that takes "
+			"no new connection (draining, maint, weight 0): detach it and attach "
+			"again (its flows start with no conntrack entry) for that\n",
+			a->iface);
 	/* Told to stop before the table is in force: the old one stays, and
 	 * the exit says so. Before, the stop waited, blocked, until the table
 	 * had been applied, and the command exited 0. */
@@ -715,10 +716,10 @@ static int steer_publish(struct steer_args *a)
 	if (ret < 0)
 		goto out_err;
 	if (hashlb_steer_unlocked(s))
-		cli_error("note: published without the lock that keeps publications into the "
-			  "program on %s apart (%s): one another process makes at the same moment "
-			  "could mix with it\n",
-			  a->iface, hashlb_steer_unlocked(s));
+		cli_notice("note: published without the lock that keeps publications into the "
+			   "program on %s apart (%s): one another process makes at the same moment "
+			   "could mix with it\n",
+			   a->iface, hashlb_steer_unlocked(s));
 	printf("hashlb steer: %s %s on %s (%s), %u VIP%s, %u backend%s (%u up), %s, key %s, "
 	       "table %016" PRIx64,
 	       a->action == ACT_UPDATE ? "updated" : "attached", "steering", a->iface,

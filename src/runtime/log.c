@@ -306,6 +306,11 @@ const char *hlb_log_journal_prefix(enum hlb_log_level level)
 	return atomic_load_explicit(&on_journal, memory_order_relaxed) ? level_prefix[level] : "";
 }
 
+const char *hlb_log_journal_notice(void)
+{
+	return atomic_load_explicit(&on_journal, memory_order_relaxed) ? "<5>" : "";
+}
+
 __attribute__((constructor)) static void self_pid_init(void)
 {
 	journal_look();

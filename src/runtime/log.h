@@ -53,6 +53,9 @@ void hlb_log_output_changed(void);
  * For what is written to stderr otherwise than by hlb_log() (a config's FILE:LINE:COL).
  */
 const char *hlb_log_journal_prefix(enum hlb_log_level level);
+/* A notice's ("<5>" on the journal, "" elsewhere): a command's line that is more than
+ * information and no error (hashlb ctl's reload that fell back to SIGHUP). */
+const char *hlb_log_journal_notice(void);
 
 /*
  * <s> as a logfmt value: as is if plain printable ASCII without '"', '=' or

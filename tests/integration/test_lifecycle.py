@@ -1217,6 +1217,36 @@ def journal_priorities_of_config_diagnostics():
           f"hashlb run refused at start, on the journal: <3>FILE:LINE:COL: error: {out!r}")
 
 
+def journal_priorities_of_ctl():
+    """hashlb ctl run by a unit (ExecReload=) writes to the journal's stream too: its errors
+    start <3> there, as the daemon's lines do, so that journalctl -p err shows why a
+    systemctl reload failed; its notices (a reload sent as SIGHUP, exit 0) start <5>, no
+    error. Before, every ctl line was the stream's default, info. Another stderr gets them
+    as ever."""
+    lb = Hashlb(config([("a", "127.0.0.1:1")]))
+    cases = (("error", ["ctl", "--admin", f"127.0.0.1:{dead_port()}", "status"], 1,
+              "cannot reach the admin endpoint"),
+             ("notice", ["ctl", "-c", lb.path, "--admin", "off", "reload", "--pid",
+                         str(lb.proc.pid)], 0, f"sent SIGHUP to pid {lb.proc.pid} instead"))
+    for kind, argv, rc, says in cases:
+        for journal in (True, False):
+            log = tmppath(f"journal-ctl-{kind}-{journal}.err")
+            with open(log, "w") as err:
+                st = os.fstat(err.fileno())
+                env = dict(os.environ, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino + (not journal)}")
+                got = subprocess.run([HASHLB] + argv, stderr=err, stdout=subprocess.DEVNULL,
+                                     env=env, timeout=30).returncode
+            with open(log) as f:
+                out = f.read()
+            prefix = ("<3>" if kind == "error" else "<5>") if journal else ""
+            check(got == rc and out.startswith(prefix + "hashlb ctl: ") and says in out,
+                  f"ctl's {kind}, journal {journal}: exit {rc}, {prefix}hashlb ctl: {says}: "
+                  f"{got} {out!r}")
+    check(wait_until(lambda: any(" msg=reloaded " in l for l in lb.log)),
+          "the SIGHUP reloaded it")
+    check(lb.stop() == 0, "exit 0")
+
+
 def systemd_unit_verifies():
     """The units `meson install` puts in lib/systemd/system (the service, and the socket that
     can activate it) pass systemd-analyze verify (with the built binary in place of the
@@ -1750,7 +1780,8 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            upgrade_as_pid1_refused, sockets_to_a_taker_as_pid1_refused,
            sigquit_at_first_mask, signals_before_command, inherited_ignores_kept, systemd_notify,
            systemd_notify_admin_reload, journal_priorities,
-           journal_priorities_of_config_diagnostics, systemd_unit_verifies,
+           journal_priorities_of_config_diagnostics, journal_priorities_of_ctl,
+           systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])
