@@ -280,6 +280,19 @@ def wait(cond, timeout=15, step=0.05):
     return None
 
 
+def hardened(ct, pid):
+    """Whether process <pid> of container <ct> runs under the unit's hardening: a seccomp
+    filter (SystemCallFilter=, RestrictAddressFamilies=), no new privileges, /proc/sys
+    read-only (ProtectKernelTunables=) and a /dev of its own (PrivateDevices=)."""
+    status = ct.sh(f"cat /proc/{pid}/status")[1]
+    mounts = {l.split()[4]: l.split()[5] for l in ct.sh(f"cat /proc/{pid}/mountinfo")[1]
+              .splitlines() if len(l.split()) > 5}
+    return (re.search(r"^Seccomp:\s+2$", status, re.M) and
+            re.search(r"^NoNewPrivs:\s+1$", status, re.M) and
+            mounts.get("/proc/sys", "").startswith("ro") and "/dev" in mounts and
+            not ct.sh(f"ls /proc/{pid}/root/dev/kmsg")[0] == 0)
+
+
 def service_start_reload_upgrade_stop():
     need_systemd()
     opt = opt_dir("svc", "")
@@ -296,6 +309,15 @@ def service_start_reload_upgrade_stop():
           f"{st}\n{ct.journal('hashlb')}")
     pid0 = st.get("MainPID")
     check(ct.who(addr) == "a", "a client inside is served")
+    # the unit's hardening is what it runs under (its system call filter in force: seccomp
+    # mode 2), and what systemd rates it: 6.2 MEDIUM before that hardening
+    seen = ct.sh(f"grep -E '^(Seccomp|NoNewPrivs):' /proc/{pid0}/status")[1].split()
+    check(hardened(ct, pid0), f"hashlb runs under the unit's hardening: {seen}")
+    rc, out, err = ct.sh("systemd-analyze security --no-pager hashlb")
+    m = re.search(r"Overall exposure level for hashlb\.service: ([\d.]+) (\w+)", out)
+    print(f"    systemd-analyze security: {m and m.group(1)} {m and m.group(2)}")
+    check(m and float(m.group(1)) <= 3.0,
+          f"systemd-analyze security rates the unit 3.0 or less: {m and m.group(0)} {err}")
     nofile = re.search(r'msg="file descriptor limit" nofile=(\d+) ', ct.journal("hashlb"))
     check(nofile, "hashlb logs the descriptor limit it runs under")
     rc, out, err = ct.sh("/opt/hashlb/bin/hashlb ctl status")
@@ -367,6 +389,7 @@ def service_start_reload_upgrade_stop():
     check(states == {"active"}, f"the unit stays active throughout: {states}")
     rc, out, _ = ct.sh(f"stat -L -c %i /proc/{pid1}/exe")
     check(out.strip() == str(ino), f"the new main process runs the new file: {out} vs {ino}")
+    check(hardened(ct, pid1), "the new process, exec'd by the old one, under the same hardening")
     out, _ = loop.communicate(timeout=30)
     print(f"    across the upgrade: {out.strip()}")
     m = re.match(r"ok (\d+) failed (\d+) (\S+)", out.strip())
@@ -533,9 +556,14 @@ def socket_dropin_replaces_the_address():
         return
     addr = "127.0.0.1:18099"
     opt = opt_dir("dropin", "")
+    # and the service's drop-in its comment shows: the admin endpoint on a Unix socket in
+    # the unit's RuntimeDirectory=, which the hardened unit leaves hashlb to make and use
+    admin = "unix:/run/hashlb/admin.sock"
     ct = Container("dropin", opt, {
         "hashlb.service": unit_text("hashlb.service.in"), "hashlb.socket": sock,
-        "hashlb.socket.d/override.conf": f"[Socket]\nListenStream=\nListenStream={addr}\n"})
+        "hashlb.socket.d/override.conf": f"[Socket]\nListenStream=\nListenStream={addr}\n",
+        "hashlb.service.d/admin.conf":
+            f'[Service]\nEnvironment="HASHLB_ADMIN_OPTION=--admin {admin}"\n'})
     pa, port_a = ct.backend("a")
     write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a)], listen=addr))
     rc, _, err = ct.sh("systemctl start hashlb.socket")
@@ -546,6 +574,12 @@ def socket_dropin_replaces_the_address():
     journal = ct.journal("hashlb")
     check("socket=inherited" in journal and "matches no service" not in journal,
           f"hashlb serves on the socket passed, and is passed no other:\n{journal[-1500:]}")
+    rc, out, err = ct.sh(f"/opt/hashlb/bin/hashlb ctl --admin {admin} status")
+    check(rc == 0 and "web" in out, f"hashlb ctl asks over the admin Unix socket: rc={rc} {err}")
+    rc, _, err = ct.sh("systemctl reload hashlb")
+    check(rc == 0 and "reloaded /opt/hashlb/hashlb.yaml (1 reload ok)" in ct.journal("hashlb") and
+          "SIGHUP" not in ct.journal("hashlb"),
+          f"systemctl reload goes through it: rc={rc} {err}\n{ct.journal('hashlb')[-1500:]}")
     ct.sh("systemctl stop hashlb.socket hashlb")
     ct.poweroff()
     stop(pa)
