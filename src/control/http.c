@@ -235,6 +235,18 @@ static void conn_unbusy_first(struct hlb_http *h)
 		conn_unbusy(first);
 }
 
+/*
+ * Room made in the copies the answers keep (http_fds_kept()): those waiting for it
+ * (conn_fds_wait()) looked at again, from their timers, on the loop, not from whatever called
+ * this one.
+ */
+static void http_fds_room(struct hlb_http *h)
+{
+	for (struct http_conn *w = h->conns; w; w = w->next)
+		if (w->fds_waiting)
+			hlb_timer_arm(h->loop, &w->timer, hlb_now_ms());
+}
+
 /* The copies of the descriptors <c>'s answer still had to send, closed. */
 static void conn_fds_free(struct http_conn *c)
 {
@@ -246,11 +258,7 @@ static void conn_fds_free(struct http_conn *c)
 	free(c->fds);
 	c->fds = NULL;
 	c->n_fds = 0;
-	/* room for those waiting for it (conn_fds_wait()): looked at from their timers, on the
-	 * loop, not from whatever called this one */
-	for (struct http_conn *w = c->h->conns; w; w = w->next)
-		if (w->fds_waiting)
-			hlb_timer_arm(w->h->loop, &w->timer, hlb_now_ms());
+	http_fds_room(c->h);
 }
 
 static void conn_close(struct http_conn *c)
@@ -383,6 +391,8 @@ static bool conn_flush_fds(struct http_conn *c)
 	int r = hlb_fdpass_send_some(c->io.fd, c->out.p, c->out.len, c->lines_off, c->fds, c->n_fds,
 				     &c->fds_at);
 
+	if (sent < c->fds_at.sent) /* an answer read in part makes room too, not only one whole */
+		http_fds_room(c->h);
 	for (; sent < c->fds_at.sent; sent++) { /* in the peer's socket: the copies not needed */
 		close(c->fds[sent]);
 		c->fds[sent] = -1;

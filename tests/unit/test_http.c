@@ -2193,22 +2193,27 @@ static void test_stop_reads_what_came(void **state)
 }
 
 /* The handler of test_fds_answer_waits_on_the_loop(): GET /fds, FDS_N descriptors
- * (fds_lent[]), a line of FDS_LINE bytes each; any other path "now". */
+ * (fds_lent[]), a line of FDS_LINE bytes each, GET /more FDS_MORE; any other path "now". */
 enum { FDS_N = 600, FDS_LINE = 1024 }; /* 600 KiB of lines: past the socket's 208 KiB */
-static int fds_lent[FDS_N];
+enum { FDS_MORE = 4000 }; /* nearly the copies every answer may keep (FDS_KEPT_MAX below) */
+static int fds_lent[FDS_MORE];
 
 static void fds_answer(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
+	unsigned n = !strcmp(req->path, "/fds")	   ? FDS_N
+		     : !strcmp(req->path, "/more") ? FDS_MORE
+						   : 0;
+
 	(void)arg;
 	resp->ctype = "text/plain";
-	if (strcmp(req->path, "/fds")) {
+	if (!n) {
 		hlb_buf_puts(&resp->body, "now\n");
 		return;
 	}
-	for (int i = 0; i < FDS_N; i++)
-		hlb_buf_printf(&resp->body, "%04d %*s\n", i, FDS_LINE - 6, "");
+	for (unsigned i = 0; i < n; i++)
+		hlb_buf_printf(&resp->body, "%04u %*s\n", i, FDS_LINE - 6, "");
 	resp->fds = fds_lent;
-	resp->n_fds = FDS_N;
+	resp->n_fds = n;
 }
 
 /* An endpoint of fds_answer() (unix_server()), its timeout 10 minutes: every descriptor it
@@ -2220,7 +2225,7 @@ static struct hlb_http *fds_server(char *dir, struct sockaddr_un *sun, struct hl
 
 	hlb_http_set_timeouts(h, 600000, HLB_HTTP_LINGER_MS);
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	for (int i = 0; i < FDS_N; i++)
+	for (int i = 0; i < FDS_MORE; i++)
 		fds_lent[i] = p[0];
 	return h;
 }
@@ -2233,14 +2238,16 @@ static struct hlb_http *fds_server(char *dir, struct sockaddr_un *sun, struct hl
  * were copied. It waited in poll(), the control thread held (checks, every admin request),
  * and after 1 s the answer was cut short.
  */
-/* What a GET /fds's client read on <fd>, to its end, <l> run between reads: its bytes, and
- * the descriptors that came with them, those that are <lent> counted apart. */
+/* What a GET /fds's client read on <fd>, to its end (or, <stop> not 0, until <stop>
+ * descriptors came), <l> run between reads: its bytes, and the descriptors that came with
+ * them, those that are <lent> counted apart. */
 struct fds_read {
 	size_t got, want;
 	unsigned fds, same;
 };
 
-static struct fds_read fds_read_all(struct hlb_loop *l, int fd, const struct stat *lent)
+static struct fds_read fds_read_all(struct hlb_loop *l, int fd, const struct stat *lent,
+				    unsigned stop)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 250)];
@@ -2252,7 +2259,7 @@ static struct fds_read fds_read_all(struct hlb_loop *l, int fd, const struct sta
 	ssize_t n = 1;
 
 	/* a bound that fails the test */
-	for (int round = 0; n != 0 && round < 100000; round++) {
+	for (int round = 0; n != 0 && (!stop || r.fds < stop) && round < 100000; round++) {
 		struct iovec iov = { chunk, sizeof(chunk) };
 		struct msghdr msg = { .msg_iov = &iov,
 				      .msg_iovlen = 1,
@@ -2287,8 +2294,31 @@ static struct fds_read fds_read_all(struct hlb_loop *l, int fd, const struct sta
 		}
 		r.got += (size_t)n;
 	}
-	assert_int_equal(n, 0);
+	if (stop)
+		assert_true(r.fds >= stop);
+	else
+		assert_int_equal(n, 0);
 	return r;
+}
+
+/* <r> (fds_read_all()'s) is a GET /fds's answer whole, every descriptor the one lent. */
+static void fds_got_whole(struct fds_read r)
+{
+	assert_int_equal(r.got, r.want);
+	assert_int_equal(r.fds, FDS_N);
+	assert_int_equal(r.same, FDS_N);
+}
+
+/* fds_server()'s endpoint <h> on <l>, its pipe <p>, socket <sun> and <dir>, ended. */
+static void fds_server_free(struct hlb_http *h, struct hlb_loop *l, const int p[2],
+			    const struct sockaddr_un *sun, const char *dir)
+{
+	close(p[0]);
+	close(p[1]);
+	hlb_http_free(h);
+	hlb_loop_free(l);
+	unlink(sun->sun_path);
+	rmdir(dir);
 }
 
 static void test_fds_answer_waits_on_the_loop(void **state)
@@ -2311,12 +2341,10 @@ static void test_fds_answer_waits_on_the_loop(void **state)
 	other = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
 	assert_non_null(strstr(read_now(l, other, buf, sizeof(buf)), "\r\n\r\nnow\n"));
 	close(other);
-	r = fds_read_all(l, slow, &lent); /* read now, to its end */
+	r = fds_read_all(l, slow, &lent, 0); /* read now, to its end */
 	close(slow);
 	close(p[1]);
-	assert_int_equal(r.got, r.want);
-	assert_int_equal(r.fds, FDS_N);
-	assert_int_equal(r.same, FDS_N);
+	fds_got_whole(r);
 	hlb_http_free(h);
 	hlb_loop_free(l);
 	unlink(sun.sun_path);
@@ -2366,7 +2394,7 @@ static void test_fds_answers_keep_a_bounded_count(void **state)
 static unsigned fds_count(void *arg, const struct hlb_http_req *req)
 {
 	(void)arg;
-	return strcmp(req->path, "/fds") ? 0 : FDS_N;
+	return !strcmp(req->path, "/fds") ? FDS_N : !strcmp(req->path, "/more") ? FDS_MORE : 0;
 }
 
 /*
@@ -2403,20 +2431,51 @@ static void test_fds_answers_past_the_copies_wait_on_the_loop(void **state)
 	/* each read in turn, to its end: the copies of one read whole go, and those waiting are
 	 * answered in their turn */
 	for (int i = 0; i < FDS_SLOW; i++) {
-		struct fds_read r = fds_read_all(l, slow[i], &lent);
+		struct fds_read r = fds_read_all(l, slow[i], &lent, 0);
 
 		close(slow[i]);
-		assert_int_equal(r.got, r.want);
-		assert_int_equal(r.fds, FDS_N);
-		assert_int_equal(r.same, FDS_N);
+		fds_got_whole(r);
 	}
 	assert_int_equal(hlb_http_refused(h, HLB_HTTP_REFUSED_UNREAD), 0);
-	close(p[0]);
-	close(p[1]);
-	hlb_http_free(h);
-	hlb_loop_free(l);
-	unlink(sun.sun_path);
-	rmdir(dir);
+	fds_server_free(h, l, p, &sun, dir);
+}
+
+/*
+ * A request waiting for room in the copies (as above) is served as soon as the answers that
+ * hold them are read far enough, not only once one is read whole: the client of GET /more
+ * (FDS_MORE descriptors) takes a part of it and stops, and the GET /fds that waited gets its
+ * answer whole meanwhile. Before, only an answer read whole (or closed) woke the waiters: it
+ * waited for a client that may take the rest minutes later, and was answered 503 after the
+ * endpoint's timeout though the room had come long before.
+ */
+static void test_fds_answer_read_in_part_makes_room(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX";
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int p[2], holder, waiter;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	struct stat lent;
+	struct fds_read r;
+
+	(void)state;
+	h = fds_server(dir, &sun, &l, p);
+	hlb_http_on_fds(h, fds_count, NULL);
+	assert_int_equal(fstat(p[0], &lent), 0);
+	holder = client_ask(&sun, "GET /more HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, NULL, holder); /* answered, as far as the socket takes it: the rest copied */
+	waiter = client_ask(&sun, "GET /fds HTTP/1.1\r\nHost: t\r\n\r\n");
+	for (int k = 0; k < 20; k++) /* accepted and read: waiting, nothing sent */
+		assert_true(hlb_loop_run_once(l, 0) >= 0);
+	assert_false(readable(waiter));
+	/* a part read: FDS_KEPT_MAX - FDS_N copies at most are left, room for the waiter's */
+	r = fds_read_all(l, holder, &lent, FDS_MORE - (FDS_KEPT_MAX - FDS_N));
+	assert_true(r.fds < FDS_MORE);
+	fds_got_whole(fds_read_all(l, waiter, &lent, 0));
+	assert_int_equal(hlb_http_refused(h, HLB_HTTP_REFUSED_UNREAD), 0);
+	close(waiter);
+	close(holder);
+	fds_server_free(h, l, p, &sun, dir);
 }
 
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
@@ -2540,6 +2599,7 @@ int main(void)
 		cmocka_unit_test(test_fds_answer_waits_on_the_loop),
 		cmocka_unit_test(test_fds_answers_keep_a_bounded_count),
 		cmocka_unit_test(test_fds_answers_past_the_copies_wait_on_the_loop),
+		cmocka_unit_test(test_fds_answer_read_in_part_makes_room),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
