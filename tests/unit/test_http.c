@@ -2197,6 +2197,7 @@ static void test_stop_reads_what_came(void **state)
 enum { FDS_N = 600, FDS_LINE = 1024 }; /* 600 KiB of lines: past the socket's 208 KiB */
 enum { FDS_MORE = 4000 }; /* nearly the copies every answer may keep (FDS_KEPT_MAX below) */
 static int fds_lent[FDS_MORE];
+static unsigned fds_served; /* the answers with descriptors fds_answer() gave */
 
 static void fds_answer(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
@@ -2210,6 +2211,7 @@ static void fds_answer(void *arg, const struct hlb_http_req *req, struct hlb_htt
 		hlb_buf_puts(&resp->body, "now\n");
 		return;
 	}
+	fds_served++;
 	for (unsigned i = 0; i < n; i++)
 		hlb_buf_printf(&resp->body, "%04u %*s\n", i, FDS_LINE - 6, "");
 	resp->fds = fds_lent;
@@ -2478,6 +2480,38 @@ static void test_fds_answer_read_in_part_makes_room(void **state)
 	fds_server_free(h, l, p, &sun, dir);
 }
 
+/*
+ * A request that waits for room in the copies and finds none within the endpoint's timeout
+ * (made short here, hlb_http_set_timeouts(), after the answer that holds them began: its
+ * client has 10 minutes) is answered 503, to ask again, counted as an answer not read; its
+ * handler never ran: nothing was handed over (GET /sockets names no taker).
+ */
+static void test_fds_answer_without_room_in_time_is_refused(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[1024];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int p[2], holder, waiter;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	unsigned served;
+
+	(void)state;
+	h = fds_server(dir, &sun, &l, p);
+	hlb_http_on_fds(h, fds_count, NULL);
+	holder = client_ask(&sun, "GET /more HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, NULL, holder); /* answered, as far as the socket takes it: the rest copied */
+	served = fds_served;
+	hlb_http_set_timeouts(h, 50, HLB_HTTP_LINGER_MS);
+	waiter = client_ask(&sun, "GET /fds HTTP/1.1\r\nHost: t\r\n\r\n");
+	assert_true(!strncmp(read_now(l, waiter, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(buf, "leave no room for this one's"));
+	assert_int_equal(fds_served, served);
+	assert_int_equal(hlb_http_refused(h, HLB_HTTP_REFUSED_UNREAD), 1);
+	close(waiter);
+	close(holder);
+	fds_server_free(h, l, p, &sun, dir);
+}
+
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
 enum { BIG = 5 << 19 }; /* 2.5 MiB: 4 s at 640 KiB/s, past a unix socket's 208 KiB in flight */
 /* the endpoint's timeout in test_slow_reader_gets_the_whole_answer(): 20 times the client's
@@ -2600,6 +2634,7 @@ int main(void)
 		cmocka_unit_test(test_fds_answers_keep_a_bounded_count),
 		cmocka_unit_test(test_fds_answers_past_the_copies_wait_on_the_loop),
 		cmocka_unit_test(test_fds_answer_read_in_part_makes_room),
+		cmocka_unit_test(test_fds_answer_without_room_in_time_is_refused),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
