@@ -1150,8 +1150,10 @@ def journal_priorities():
     journald takes off and keeps as the entry's PRIORITY, so that `journalctl -p warning`
     shows hashlb's warnings and errors (a backend down); before, every line was the stream's
     default, info. Another stderr (a file, a pipe), even with $JOURNAL_STREAM set for
-    another (a shell started from a unit), gets the lines as ever."""
-    text = config([("up", BACKENDS[0][1]), ("gone", f"127.0.0.1:{dead_port()}")])
+    another (a shell started from a unit), gets the lines as ever. The workers' connection
+    lines, which go out through a buffer of each worker's own (log.c), are prefixed too."""
+    text = config([("up", BACKENDS[0][1]), ("gone", f"127.0.0.1:{dead_port()}")],
+                  extra="log_connections: true")
     text = text.replace("      enabled: false\n", "      interval: 50ms\n      timeout: 40ms\n"
                         "      fall: 2\n")
     path = tmpfile("journal.yaml", text)
@@ -1168,6 +1170,13 @@ def journal_priorities():
                 return f.read().splitlines()
         check(wait_until(lambda: any('msg="backend down"' in l for l in lines())),
               f"the dead backend is down: {lines()}")
+        addr = re.search(r" msg=listening addr=127\.0\.0\.1:(\d+) ", "\n".join(lines()))
+        check(addr is not None, f"its address logged: {lines()}")
+        with socket.create_connection(("127.0.0.1", int(addr.group(1))), timeout=10) as c:
+            c.shutdown(socket.SHUT_WR)
+            c.recv(1)  # the backend's end, or a reset: either ends the connection
+        check(wait_until(lambda: any(" msg=connection " in l for l in lines())),
+              f"a worker's connection line: {lines()}")
         p.send_signal(signal.SIGTERM)
         check(p.wait(20) == 0, "exit 0")
         want = {"info": "<6>", "warn": "<4>", "error": "<3>"} if journal else {}
