@@ -475,47 +475,48 @@ def steered(topo, tag, n=20, mode="auto", iface="eth0"):
     return got
 
 
-def refused_then_published(topo, d, tag, why, stale=False):
-    """The daemon's table refused for <why> (a backend's missing neighbour entry), still
-    after a few retries; the test then resolves the backends: the table is published without
-    any other change, and new clients are steered by it; with <stale>, /metrics said the
-    kernel path's table was stale meanwhile (before the test resolved them: the first time
-    only, when nothing else has reached the backends to resolve them first). Their backends."""
-    refused = d.wait_log("kernel steering table not updated", 10)
-    check(refused is not None and why in refused, f"{tag}: table not refused: {refused}")
-    time.sleep(2.5)  # a few retries, all refused
+def refused_then_published(topo, d, tag, why, held):
+    """The daemon's table refused for <why> (a backend's missing neighbour entry), the
+    backends <held> answering no ARP request (topo.deaf()) so that nothing can fill the entry
+    meanwhile: still refused after two retries (tables_refused_total counting them), and
+    /metrics and ctl status say the kernel path's table is stale; the test then lets them
+    answer and resolves them: the table is published without any other change, and new
+    clients are steered by it. Their backends."""
+    refused = d.wait_log("kernel steering table not updated", 20)
+    check(refused is not None and why in refused,
+          f"{tag}: table not refused: {refused}: {[l for l in d.lines if 'steering' in l][-3:]}")
+    # two retries refused (every second): the counter waited on, not a time
+    first = web(scrape(d), "tables_refused_total") or 0
+    end, refusals = time.monotonic() + 15, first
+    while refusals < first + 2 and time.monotonic() < end:
+        time.sleep(0.1)
+        refusals = web(scrape(d), "tables_refused_total") or 0
+    # the kernel path on an older table is in /metrics (before: only in the log, once)
+    m = scrape(d)
+    old, refusals = web(m, "table_stale"), web(m, "tables_refused_total")
+    check(old == 1 and refusals and refusals >= first + 2,
+          f"{tag}: while refused: table_stale {old}, tables_refused_total {refusals} "
+          f"(from {first}: two retries, want 2 more)")
+    # and in ctl status, text and JSON (before, neither said so: the counters' line read
+    # as if the kernel path steered by the "table:" line's table)
+    text = d.ctl("status").stdout
+    p = d.ctl("--json", "status")
+    js = {s["name"]: s.get("steering") or {}
+          for s in json.loads(p.stdout)["services"]}.get("web", {}) \
+        if p.returncode == 0 else {}
+    said = re.search(r"its latest table NOT in the kernel \((\d+) refused: the log says "
+                     r"why\)", text)
+    check(said and int(said.group(1)) >= refusals and js.get("table_stale") is True and
+          js.get("tables_refused", 0) >= refusals,
+          f"{tag}: while refused: ctl status {text!r}, JSON table_stale "
+          f"{js.get('table_stale')} tables_refused {js.get('tables_refused')}")
+    # the MACs held unknown: any publication so far is a table with a MAC it could not have
     early = d.wait_log("kernel steering table published", 0)
-    if early is None:
-        # the kernel path on an older table is in /metrics (before: only in the log, once)
-        m = scrape(d)
-        old, refusals = web(m, "table_stale"), web(m, "tables_refused_total")
-        check(not stale or (old == 1 and refusals and refusals >= 2),
-              f"{tag}: while refused: table_stale {old}, tables_refused_total {refusals}")
-        # and in ctl status, text and JSON (before, neither said so: the counters' line read
-        # as if the kernel path steered by the "table:" line's table)
-        text = d.ctl("status").stdout
-        p = d.ctl("--json", "status")
-        js = {s["name"]: s.get("steering") or {}
-              for s in json.loads(p.stdout)["services"]}.get("web", {}) \
-            if p.returncode == 0 else {}
-        said = re.search(r"its latest table NOT in the kernel \((\d+) refused: the log says "
-                         r"why\)", text)
-        check(not stale or (said and int(said.group(1)) >= refusals and
-                            js.get("table_stale") is True and
-                            js.get("tables_refused", 0) >= refusals),
-              f"{tag}: while refused: ctl status {text!r}, JSON table_stale "
-              f"{js.get('table_stale')} tables_refused {js.get('tables_refused')}")
-        topo.resolve()
-        early = d.wait_log("kernel steering table published", 30)
-    else:
-        # published before the test resolved them: right only if the kernel filled the
-        # entries meanwhile (other traffic to a backend asked for its address)
-        missing = topo.unresolved([topo.backend_ip(i) for i in range(len(topo.backends))])
-        check(not stale and not missing,
-              f"{tag}: a table published before the test resolved the backends (MACs still "
-              f"unknown: {missing}; nothing else should reach them the first time: "
-              f"{'yes' if stale else 'no'}): {early}")
-    ok = check(early is not None,
+    check(early is None, f"{tag}: published while the backends' MACs were held unknown: {early}")
+    for i in held:
+        topo.deaf(i, False)
+    topo.resolve()
+    ok = check(d.wait_log("kernel steering table published", 30) is not None,
                f"{tag}: the table not published once the neighbour entries were there")
     old = web(scrape(d), "table_stale")
     text = d.ctl("status").stdout
@@ -534,31 +535,44 @@ def neighbour(topo, servers):
     are there the daemon publishes its latest table by itself, with no other change. Logged
     once when refused, once when published, not at every retry."""
     lb = topo.lb
+    every = range(len(topo.backends))
+    for i in every:
+        topo.deaf(i)
     T.sh("ip", "neigh", "flush", "dev", "eth0", ns=lb)
     d = Daemon(topo, service(topo, health="{enabled: false}")).start()
     try:
         refused_then_published(topo, d, "neighbour: MACs unknown at start", "neighbour table",
-                               stale=True)
+                               every)
+        topo.deaf(2)
         T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=lb)
         p = d.ctl("set", "b1", "maint")
         check(p.returncode == 0, f"neighbour: ctl set b1 maint: {p.stdout} {p.stderr}")
-        got = refused_then_published(topo, d, "neighbour: b1 in maint, b3's MAC unknown", "'b3'")
+        got = refused_then_published(topo, d, "neighbour: b1 in maint, b3's MAC unknown", "'b3'",
+                                     [2])
         check("b1" not in got, f"neighbour: new clients went to b1 in maint: {dict(got)}")
         # refused again, then a reload to steering: userspace while it is retried: detached,
         # its retries end with it, and the daemon goes on
+        topo.deaf(2)
         T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=lb)
         d.ctl("set", "b1", "ready")
         check(d.wait_log("kernel steering table not updated", 10) is not None,
               "neighbour: the table with b1 back not refused with b3's entry gone")
+        retrying = second_timers(d.proc.pid)
         d.edit("steering: kernel", "steering: userspace")
         topo.wait_closed()
         d.proc.send_signal(signal.SIGHUP)
         check(d.wait_log("kernel steering detached", 10) is not None,
               "neighbour: a reload to steering: userspace did not detach")
-        time.sleep(2.5)
+        # the retry timer let go (the next tick does): nothing is tried any more, waited on
+        # in /proc/PID/fdinfo rather than a while without a log line
+        end, timers = time.monotonic() + 10, retrying
+        while timers and time.monotonic() < end:
+            time.sleep(0.1)
+            timers = second_timers(d.proc.pid)
         after = [line for line in d.lines[d.pos:] if "kernel steering" in line]
-        check(d.proc.poll() is None and not after,
-              f"neighbour: after the reload: exit {d.proc.poll()}, {after}")
+        check(d.proc.poll() is None and retrying == 1 and timers == 0 and not after,
+              f"neighbour: after the reload: exit {d.proc.poll()}, timers of 1 s {retrying} "
+              f"while retried (want 1), {timers} after (want 0), {after}")
         # each refusal once (again only when its reason changes: another backend), not at
         # every retry
         episodes, cur = [], None
@@ -574,6 +588,8 @@ def neighbour(topo, servers):
               f"neighbour: refusals logged more than once each: {episodes}")
     finally:
         d.stop()
+        for i in every:
+            topo.deaf(i, False)
 
 
 def routed(topo, servers):

@@ -173,6 +173,13 @@ class Topo:
         sh("ip", "link", "del", "eth0", ns=self.lb)
         self.wire(1, self.lb, LB_IP, LB_IP6, mac)
 
+    def deaf(self, i, on=True):
+        """Backend <i> answers no ARP request while <on> (its eth0's arp_ignore 8, above the
+        all's 1): the LB cannot learn its MAC, whatever it sends it, until the test lets go
+        (<on> False: the all's again). A test that needs a MAC unknown a while holds it so."""
+        sh("sysctl", "-q", "-w", f"net.ipv4.conf.eth0.arp_ignore={8 if on else 0}",
+           ns=self.backends[i])
+
     def resolve(self, deadline=20):
         """Fill the LB's neighbour table so backends can be given without mac=: until each
         backend's entries hold its MAC, however slow the machine (<deadline> s: only a broken
