@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -3453,8 +3454,17 @@ def sockets_answer_waits_on_the_loop():
     check(wait_until(lambda: downs() == 3000, timeout=60), "the 3,000 found down")
     s = lb.admin_socket(timeout=30)
     s.sendall(b"GET /sockets HTTP/1.1\r\nHost: t\r\n\r\n")
-    check(control_ticks_past(lb),
-          "the control thread ticks on, answering other requests, while the answer waits")
+    # the ticks alone passed before too, once its 1 s wait was over and the answer cut
+    # short: they must come while the answer still waits, its connection open (no hang-up
+    # from the server, which ends an answer by closing)
+    ticked = control_ticks_past(lb)
+    p = select.poll()
+    p.register(s, select.POLLIN | select.POLLRDHUP)
+    hung = [e for _, e in p.poll(0) if e & (select.POLLRDHUP | select.POLLHUP)]
+    check(ticked and not hung,
+          f"the control thread ticks on, answering other requests, while the answer waits for "
+          f"its reader: {'ticked' if ticked else 'no ticks'}, the connection "
+          f"{'hung up' if hung else 'open'}")
     got = read_to_eof(s)
     s.close()
     head, _, body = got.partition(b"\r\n\r\n")
