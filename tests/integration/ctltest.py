@@ -349,15 +349,48 @@ def service_addr(lb, name):
     return host, int(port)
 
 
+QUEUE_COUNTERS = ("hashlb_worker_queue_tries_total", "hashlb_worker_queue_looks_total",
+                  "hashlb_worker_queue_looks_woken_total")
+
+
+def queue_counters(lb):
+    """(tries, tick looks) of <lb>'s workers: hashlb_worker_queue_tries_total, and
+    hashlb_worker_queue_looks_total less the looks a kick woke (a tick's look: one every
+    100 ms at most, while clients wait). Those families alone (name[]): a whole scrape reads
+    /proc/self/fd, thousands of entries with a queue."""
+    status, body = lb.http("GET", "/metrics?" + "&".join(f"name[]={n}" for n in QUEUE_COUNTERS))
+    if status != 200:
+        raise AssertionError(f"GET /metrics answers {status}")
+    tries, looks, woken = (metric_sum_text(body, n) for n in QUEUE_COUNTERS)
+    return tries, looks - woken
+
+
+def queue_ticks_past(lb, ticks, timeout=120):
+    """Waits until <lb>'s workers' ticks have looked at their queues <ticks> more times since
+    the call: a window counted in the worker's own looks (<ticks> tenths of a second of its
+    ticks at least), not in seconds of the test's, however slow the machine. The tries then
+    (hashlb_worker_queue_tries_total); None if they did not within <timeout>."""
+    need = queue_counters(lb)[1] + ticks
+    end = time.monotonic() + timeout
+    while True:
+        tries, looks = queue_counters(lb)
+        if looks >= need:
+            return tries
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.2)
+
+
 def queue_tries_settled(lb):
     """hashlb_worker_queue_tries_total once the walks of the queue that its clients' coming
-    caused (a new service, the walk due 1 s after a change) are over: once a look of 1.5 s
-    sees none (a scrape every 1.5 s: it reads /proc/self/fd)."""
-    tries = lambda: metric_sum(lb, "hashlb_worker_queue_tries_total")  # noqa: E731
-    before = tries()
+    caused (a new service, the walk due 1 s after a change) are over: once 15 tick looks
+    (1.5 s of the worker's ticks) saw none."""
+    before = queue_counters(lb)[0]
     for _ in range(8):
-        time.sleep(1.5)
-        settled, before = before, tries()
+        now = queue_ticks_past(lb, 15)
+        if now is None:
+            raise AssertionError("the workers' ticks look at their queues no more")
+        settled, before = before, now
         if settled == before:
             break
     return before

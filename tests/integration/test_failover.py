@@ -1032,29 +1032,29 @@ def queued_clients_cost_nothing_while_waiting():
     stays full, no table, no reload) cost hashlb nothing: the queue is retried when
     something that could give them room happens, not walked in full every 10 ms; so too
     when they wait for 20 services (one backend each). Counted in clients tried for a
-    backend (hashlb_worker_queue_tries_total), not in CPU time: none in 3 s once the walks
-    their coming caused are over. Before, each walk tried every client's whole preference
+    backend (hashlb_worker_queue_tries_total), not in CPU time: none in 30 looks of the
+    worker's ticks (3 s) once the walks their coming caused are over. Before, each walk tried every client's whole preference
     list: 9,000 waiting cost the worker 0.14 CPU seconds in 3 s against 0.04 to take them,
     now 0.01; with more than 8 services in the queue it was still walked every 10 ms (0.21
     against 0.06 at 20). With the queue walked in full at each tick again: 270,000 tries in
     3 s (30 walks). Before, too, the queue was walked whole once a second whatever changed,
     each client tried (2-3 times n in 3 s)."""
-    from ctltest import metric_sum, queue_of_waiting_clients, queue_tries_settled
-
-    def tries():
-        return metric_sum(lb, "hashlb_worker_queue_tries_total")
+    from ctltest import metric_sum, queue_of_waiting_clients, queue_ticks_past
+    from ctltest import queue_tries_settled
 
     for services in (1, 20):
         lb, holders, n, wait_for = queue_of_waiting_clients(BACKENDS[0], services)
         socks = wait_for()
         before = queue_tries_settled(lb)
-        time.sleep(3)  # no scrape meanwhile: it reads /proc/self/fd, thousands of entries
-        tried = tries() - before
+        # 30 looks of the worker's ticks at its queue (3 s of them), counted, not slept
+        after = queue_ticks_past(lb, 30)
+        check(after is not None, "the worker's ticks look at its queue")
+        tried = (after or before) - before
         print(f"    {n} waiting clients of {services} services: {tried:.0f} tried again while "
-              f"they waited 3 s")
+              f"the worker's ticks looked at its queue 30 times")
         # after: none; before, the walk due every second whatever changed: 2-3 times n
         check(tried == 0, f"{n} clients waiting while nothing changed tried {tried:.0f} times "
-              f"in 3 s")
+              f"in 30 looks of the worker's ticks")
         holders[0].close()  # room for one: it is noticed at once
         check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n - 1, 60, step=0.2),
               "one served once the slot freed")
@@ -1851,7 +1851,7 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     (a's holder leaves) is a look woken for, and serves one."""
     from ctltest import Lb
     from ctltest import config as ctl_config
-    from ctltest import metric_sum, queue_tries_settled, service_addr
+    from ctltest import metric_sum, queue_ticks_past, queue_tries_settled, service_addr
 
     n = 200
     (a, aa), (b, ba), (c, ca) = BACKENDS
@@ -1861,7 +1861,6 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     more = ctl_config([(b, ba), (c, ca, "state: maint")], name="s1", health="enabled: false",
                       extra="slow_start: 2s")
     lb = Lb(cfg + more[more.index("  - name: s1"):])
-    tries = lambda: metric_sum(lb, "hashlb_worker_queue_tries_total")  # noqa: E731
     woken = lambda: lb.status()["workers"][0]["queue_looks_woken"]  # noqa: E731
     ratio = lambda: lb.backend(c, 1)["slow_start"]  # noqa: E731
     holder = connect(service_addr(lb, "s0"), client_ip(1))
@@ -1874,8 +1873,11 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     code, body = lb.http("POST", f"/set?service=s1&backend={c}&state=ready")
     check(code == 200, f"{c} of s1 out of maint: its slow start begins: {code} {body}")
     check(wait_until(lambda: ratio() == 1, 30, step=0.1), "c's ramp over")
-    time.sleep(1.2)  # past the walk the ramp's last wake-up would have armed
-    tried, looked = tries() - before, woken() - looked
+    # past the walk the ramp's last wake-up would have armed (1 s later): 12 looks of the
+    # worker's ticks at its queue, counted, not slept
+    after = queue_ticks_past(lb, 12)
+    check(after is not None, "the worker's ticks look at its queue")
+    tried, looked = (after or before) - before, woken() - looked
     print(f"    {n} clients of s0 waiting while s1 ramped 2 s: {looked} looks at the queue "
           f"woken for, {tried:.0f} tries")
     # after: none; before, one a step (about 40)
