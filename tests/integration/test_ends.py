@@ -11,7 +11,7 @@ import socket
 import struct
 from collections import Counter
 
-from ctltest import Lb, config, control_ticks_past, metric_sum, scans_past
+from ctltest import Lb, config, control_ticks_past, metric_sum, scans_past, service_addr
 from lbtest import check, client_ip, connect, dead_port, run_tests, serve_each
 
 NO_HEALTH = "enabled: false"
@@ -50,8 +50,8 @@ class Server:
 
 
 def greeted(lb, i):
-    """A client connection (client address i) past its backend's greeting."""
-    s = connect(lb.addr, client_ip(i))
+    """A client connection to service t (client address i) past its backend's greeting."""
+    s = connect(service_addr(lb, "t"), client_ip(i))
     buf = b""
     while not buf.endswith(b"\n"):
         d = s.recv(1)
@@ -94,6 +94,36 @@ def log_ends(lb, backend):
             if f.get("backend") == backend:
                 ends[f["end"]] += 1
     return ends
+
+
+class Paced:
+    """A second service, "pacer", whose connections end idle after 400 ms: a worker that has
+    had one walks its connections every 100 ms from then on (a quarter of the shortest idle
+    timeout it has seen: worker.c), not every second, so that settled()'s two walks a check
+    take 0.2 s, not 2 (the file took 22 s, 18 of them waiting for walks). The same walks,
+    sooner: nothing of service t changes (its own idle timeout, its counters, its log)."""
+
+    def __init__(self):
+        self.server = Server("p")
+
+    def config(self, cfg):
+        """<cfg> (service t's) with the pacer after it."""
+        return cfg + ("  - name: pacer\n    listen: 127.0.0.1:0\n    health: {enabled: false}\n"
+                      "    timeouts: {idle: 400ms}\n    backends:\n"
+                      f"      - {{name: p, address: {self.server.addr}}}\n")
+
+    def start(self, cfg):
+        """An Lb of <cfg> and the pacer, 8 of whose connections (each from its own address,
+        spread over the workers) have ended idle."""
+        lb = Lb(self.config(cfg))
+        socks = [connect(service_addr(lb, "pacer"), client_ip((8 << 8) + i)) for i in range(8)]
+        check(all(ended(s) for s in socks), "the pacer's connections end idle")
+        for s in socks:
+            s.close()
+        return lb
+
+    def stop(self):
+        self.server.stop()
 
 
 def moved(before, after):
@@ -155,9 +185,9 @@ def each_end():
     """One backend x: connections ended by both FINs, by the client's reset, by the backend's
     reset, by hashlb ctl close, and by a reload that removes x (timeouts.drain 300ms): each
     kind moves its own end by exactly its count, as the log says."""
-    x, y = Server("x"), Server("y")
+    x, y, pacer = Server("x"), Server("y"), Paced()
     extra = "log_connections: true\ntimeouts: {drain: 300ms}"
-    lb = Lb(config([("x", x.addr)], health=NO_HEALTH, extra=extra))
+    lb = pacer.start(config([("x", x.addr)], health=NO_HEALTH, extra=extra))
     before = metric_ends(lb, "x")
     check(sorted(before) == sorted(ENDS) and not any(before.values()),
           f"one series per end, all 0: {dict(before)}")
@@ -197,7 +227,7 @@ def each_end():
           "hashlb_backend_closed_connections_total{reason=admin} still counts them")
 
     def remove():
-        lb.rewrite(config([("y", y.addr)], health=NO_HEALTH, extra=extra))
+        lb.rewrite(pacer.config(config([("y", y.addr)], health=NO_HEALTH, extra=extra)))
         rc, so, se = lb.ctl("reload")
         check(rc == 0, f"reload: {se}")
 
@@ -205,6 +235,7 @@ def each_end():
     check(lb.stop() == 0, "exit 0")
     x.stop()
     y.stop()
+    pacer.stop()
 
 
 def idle():
@@ -258,7 +289,7 @@ def unserved(lb, want, what, act):
 
 def refused(lb, i, payload=b""):
     """A client (address i) that sends <payload> and is closed without a backend."""
-    s = connect(lb.addr, client_ip(i))
+    s = connect(service_addr(lb, "t"), client_ip(i))
     if payload:
         try:
             s.sendall(payload)
@@ -270,10 +301,10 @@ def refused(lb, i, payload=b""):
 
 def unserved_ends():
     """Each end before a backend, n times: its service counter moves by n, as the log says."""
-    x = Server("x")
-    lb = Lb(config([("x", x.addr, "max_connections: 1")], health=NO_HEALTH,
-                   extra="log_connections: true\nmax_connections_per_client: 1\n"
-                         "deny_clients: [127.0.9.0/24]"))
+    x, pacer = Server("x"), Paced()
+    lb = pacer.start(config([("x", x.addr, "max_connections: 1")], health=NO_HEALTH,
+                            extra="log_connections: true\nmax_connections_per_client: 1\n"
+                                  "deny_clients: [127.0.9.0/24]"))
     unserved(lb, {"denied": 3}, "deny_clients",
              lambda: [refused(lb, (9 << 8) + i - 1) for i in range(1, 4)])
     held, _ = greeted(lb, 1)
@@ -284,16 +315,17 @@ def unserved_ends():
     held.close()
     check(lb.stop() == 0, "exit 0")
 
-    lb = Lb(config([("x", x.addr, "max_connections: 1")], health=NO_HEALTH,
-                   extra="log_connections: true\ntimeouts: {queue: 200ms}"))
+    lb = pacer.start(config([("x", x.addr, "max_connections: 1")], health=NO_HEALTH,
+                            extra="log_connections: true\ntimeouts: {queue: 200ms}"))
     held, _ = greeted(lb, 1)
     unserved(lb, {"queue_timeout": 2}, "timeouts.queue",
              lambda: [refused(lb, i) for i in (2, 3)])
     held.close()
     check(lb.stop() == 0, "exit 0")
 
-    lb = Lb(config([("x", "127.0.0.1:%d" % dead_port())], health=NO_HEALTH,
-                   extra="log_connections: true\naccept_proxy: true\nconnect_retries: 0"))
+    lb = pacer.start(config([("x", "127.0.0.1:%d" % dead_port())], health=NO_HEALTH,
+                            extra="log_connections: true\naccept_proxy: true\n"
+                                  "connect_retries: 0"))
     unserved(lb, {"bad_header": 2}, "accept_proxy, no header",
              lambda: [refused(lb, i, b"GET / HTTP/1.0\r\n\r\n") for i in (1, 2)])
     unserved(lb, {"connect_failed": 3}, "its backend refuses",
@@ -301,6 +333,7 @@ def unserved_ends():
                       for i in (1, 2, 3)])
     check(lb.stop() == 0, "exit 0")
     x.stop()
+    pacer.stop()
 
 
 if __name__ == "__main__":
