@@ -1403,6 +1403,7 @@ def queued_clients_read_nothing_of_a_service_that_left():
     changed)."""
     from ctltest import Lb
     from ctltest import config as ctl_config
+    from ctltest import queue_ticks_past
 
     be = Backend("x")
     opts = "connect_retries: 0\ntimeouts:\n  queue: 120s"
@@ -1431,13 +1432,15 @@ def queued_clients_read_nothing_of_a_service_that_left():
     gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     gone.close()
     check(lb.wait(lambda: queued() == 8), "big's client left")
-    time.sleep(1.5)  # past a walk due after the comings and goings
+    # past a walk due after the comings and goings (1 s later), then a window of 30 looks
+    # of the worker's ticks: counted, not slept
+    check(queue_ticks_past(lb, 15) is not None, "the worker's ticks look at its queue")
     looks, reads = counts()
-    time.sleep(3)  # a window for the ticks' looks, not a measure
+    check(queue_ticks_past(lb, 30) is not None, "the worker's ticks look at its queue")
     looks2, reads2 = counts()
     looks, reads = looks2 - looks, reads2 - reads
-    print(f"    8 clients of small waiting 3 s after big's left: {looks} looks at the queue, "
-          f"{reads} backends read and clients tried")
+    print(f"    8 clients of small waiting 30 ticks after big's left: {looks} looks at the "
+          f"queue, {reads} backends read and clients tried")
     # each look reads small's backend; a walk of the whole queue (none expected) tries 8
     check(looks > 0 and reads <= looks + 8,
           f"big's 200 backends not read: {reads} read and tried in {looks} looks")
