@@ -425,15 +425,20 @@ static int version_directive(struct ybuilder *b, struct fy_document_state *ds)
 		     v->major, v->minor);
 }
 
-/* Where the '[' or '{' of collection start <e> is; 0:0 if it is a block one. */
-static struct hashlb_pos flow_opener(struct fy_event *e)
+/*
+ * Where the '[' or '{' of collection start <e> in <text> (<len> bytes) is; 0:0 if it is a
+ * block one, or a pair in a flow list ("[a: b]"), which libfyaml starts with a flow mapping
+ * token at its ':' and ends with no '}': none to name as "still open".
+ */
+static struct hashlb_pos flow_opener(const char *text, size_t len, struct fy_event *e)
 {
 	struct fy_token *t = e->type == FYET_MAPPING_START ? e->mapping_start.mapping_start
 							   : e->sequence_start.sequence_start;
 	enum fy_token_type tt = t ? fy_token_get_type(t) : FYTT_NONE;
 	const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
 
-	if (!m || (tt != FYTT_FLOW_MAPPING_START && tt != FYTT_FLOW_SEQUENCE_START))
+	if (!m || (tt != FYTT_FLOW_MAPPING_START && tt != FYTT_FLOW_SEQUENCE_START) ||
+	    m->input_pos >= len || (text[m->input_pos] != '[' && text[m->input_pos] != '{'))
 		return (struct hashlb_pos){ 0, 0 };
 	return (struct hashlb_pos){ m->line + 1, m->column + 1 };
 }
@@ -478,7 +483,7 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		b->kids_from[b->depth] = b->n_kids;
 		b->size_from[b->depth] = b->size++; /* its size: from here until it ends */
 		b->anchor[b->depth] = NULL;
-		b->flow_open[b->depth] = flow_opener(e);
+		b->flow_open[b->depth] = flow_opener(b->text, b->len, e);
 		return anchor_add(b, anchor, n, 0, &b->anchor[b->depth++]);
 	case FYET_MAPPING_END:
 	case FYET_SEQUENCE_END:

@@ -128,6 +128,10 @@ static void test_yaml_syntax(void **state)
 		     8, 13,
 		     "missing comma in flow mapping (the '{' at 7:9 is still open here: a "
 		     "missing '}'?)");
+	/* a pair in a flow list is a mapping with no '{' (libfyaml starts it at its ':'): the
+	 * '[' is open, not a '{' at the ':' */
+	expect_error("a: [ x: \"y\"\nb: c\n", 2, 1,
+		     "(the '[' at 1:4 is still open here: a missing ']'?)");
 	/* A ']' reached with an inner '{' still open (or a '}' with a '['): the '{' is named,
 	 * where the parser said only "mismatched flow sequence end" at the ']' */
 	expect_error("a: [\n  {b: c,\n  d: e]\n", 3, 7,
@@ -163,6 +167,8 @@ static void test_yaml_syntax(void **state)
 			  "      {name: b, address: 127.0.0.1:9002}\n    ]\n",
 			  6, 7, "missing comma in flow sequence" },
 			{ "a: [\n  b, c\n  d: e: f\n]\n", 3, 7, "missing comma in flow sequence" },
+			/* nor a pair in a flow list (no '{': its ':' was named) */
+			{ "a: {b: [c: d\n]\n", 2, 1, "wrongly indented sequence end in flow mode" },
 		};
 
 		for (size_t i = 0; i < sizeof(closers) / sizeof(closers[0]); i++) {
