@@ -647,83 +647,68 @@ static int32_t invisible_on_line(const struct ybuilder *b, int line, struct hash
 	return -1;
 }
 
-/* One character on from <*i> (a UTF-8 one whole), <*at> its position. */
-static void text_step(const struct ybuilder *b, size_t *i, struct hashlb_pos *at)
+static struct fy_parser *parser_new(const char *text, size_t n, fy_diag_output_fn sink, void *user,
+				    struct fy_diag **ret_diag);
+static void parser_free(struct fy_parser *fyp, struct fy_diag *diag);
+static size_t flow_cut(const char *t, size_t len);
+
+static void diag_none(struct fy_diag *diag, void *user, const char *buf, size_t len)
 {
-	if (b->text[(*i)++] == '\n') {
-		*at = (struct hashlb_pos){ at->line + 1, 1 };
-		return;
-	}
-	while (*i < b->len && ((unsigned char)b->text[*i] & 0xc0) == 0x80)
-		(*i)++;
-	at->column++;
+	(void)diag;
+	(void)user;
+	(void)buf;
+	(void)len;
 }
 
 /*
- * The innermost flow collection open at offset <off> of the text: its '[' or '{' in *<ret>,
- * whether a '[' in *<ret_seq>; false if none. Those open when libfyaml's events stopped
- * (b->flow_open[]), and those its scanner read past them before it gave up: where a plain
- * scalar in a '{' may still be a key, it reads on to the end of the line before it passes
- * the '{' on ("a: [ {b: c ]" stops with no '{' in the tree). That text is scanned for
- * brackets, outside quotes and comments: in a flow collection every one is an indicator,
- * outside one an opener only where a value may start (after ':', '-', '?' or at a line's
- * start), as a quote is in both.
+ * The innermost flow collection open at offset <off> of the text, position <pos>: its '[' or
+ * '{' in *<ret>, whether a '[' in *<ret_seq>; false if none, or not known. As libfyaml reads
+ * the text up to there, parsed again to <off>: its scanner reads on past the last event
+ * before it gives up (where a plain scalar in a '{' may still be a key, it holds the '{'
+ * until the line ends: "a: [ {b: c ]" stops with no '{' in the tree), and only a YAML
+ * scanner reads that text right (a scan of its brackets outside quotes and comments named a
+ * '[' in a string after a quoted scalar ending in ',' or ':', one in a comment at a line's
+ * start, one in a string after an anchor or a tag). Not known if that parse stops short of
+ * <off> (a fault there that the first one's scanner read past before its parser got to it),
+ * nor past flow_cut()'s depth (a parse of such a line is costly, and no hint is owed).
  */
-static bool flow_open_at(const struct ybuilder *b, size_t off, struct hashlb_pos *ret,
-			 bool *ret_seq)
+static bool flow_open_at(const struct ybuilder *b, size_t off, struct hashlb_pos pos,
+			 struct hashlb_pos *ret, bool *ret_seq)
 {
-	struct hashlb_pos open[YDEPTH_MAX], at = b->last_end;
-	bool seq[YDEPTH_MAX];
-	const char *t = b->text;
-	char prev = '\n';
-	size_t i;
+	struct hashlb_pos open[YDEPTH_MAX];
+	bool seq[YDEPTH_MAX], known = true;
+	struct fy_diag_error *de;
+	struct fy_parser *fyp;
+	struct fy_diag *diag;
+	struct fy_event *e;
+	void *it = NULL;
 	int n = 0;
 
-	for (int d = 0; d < b->depth; d++) {
-		if (!b->flow_open[d].line)
-			continue;
-		open[n] = b->flow_open[d];
-		seq[n++] = b->stack[d]->type == YNODE_SEQ;
-	}
-	i = at.line > 0 ? pos_offset(b, at) : off; /* the events' end not known: those alone */
-	for (size_t j = i; j-- > 0 && t[j] != '\n';)
-		if (t[j] != ' ' && t[j] != '\t') {
-			prev = t[j];
-			break;
-		}
-	while (i < off) {
-		char c = t[i];
-		bool starts = strchr(n ? ",[{:?\n" : ":-?\n", prev) != NULL;
-
-		if (c == '#' && (i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t')) {
-			while (i < off && t[i] != '\n')
-				text_step(b, &i, &at);
-			continue;
-		}
-		if ((c == '\'' || c == '"') && starts) {
-			for (text_step(b, &i, &at); i < off; text_step(b, &i, &at)) {
-				if (c == '"' && t[i] == '\\' && i + 1 < off)
-					text_step(b, &i, &at);
-				else if (t[i] == c &&
-					 (c == '"' || i + 1 >= off || t[i + 1] != '\''))
-					break;
-				else if (t[i] == c) /* '' in single quotes */
-					text_step(b, &i, &at);
+	if (flow_cut(b->text, off) < off ||
+	    !(fyp = parser_new(b->text, off, diag_none, NULL, &diag)))
+		return false;
+	while (known && (e = fy_parser_parse(fyp)) != NULL) {
+		if (e->type == FYET_MAPPING_START || e->type == FYET_SEQUENCE_START) {
+			known = n < YDEPTH_MAX;
+			if (known) {
+				open[n] = flow_opener(b->text, off, e);
+				seq[n++] = e->type == FYET_SEQUENCE_START;
 			}
-		} else if ((c == '[' || c == '{') && (n || starts)) {
-			if (n == YDEPTH_MAX)
-				return false;
-			open[n] = at;
-			seq[n++] = c == '[';
-		} else if ((c == ']' || c == '}') && n) {
+		} else if ((e->type == FYET_MAPPING_END || e->type == FYET_SEQUENCE_END) && n > 0) {
 			n--;
 		}
-		if (c != ' ' && c != '\t' && i < off)
-			prev = t[i];
-		if (i < off)
-			text_step(b, &i, &at);
+		fy_parser_event_free(fyp, e);
 	}
-	if (!n)
+	/* stopped where the text does (a flow collection not closed), not before */
+	de = fy_diag_errors_iterate(diag, &it);
+	known = known &&
+		(!de || de->line > pos.line || (de->line == pos.line && de->column >= pos.column));
+	parser_free(fyp, diag);
+	/* the innermost with a bracket: a pair in a flow list has none, nor has a block
+	 * collection (one open innermost: no flow one is) */
+	while (known && n > 0 && !open[n - 1].line)
+		n--;
+	if (!known || !n)
 		return false;
 	*ret = open[n - 1];
 	*ret_seq = seq[n - 1];
@@ -783,7 +768,7 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 	struct hashlb_pos o;
 	bool seq;
 
-	if (at_closer && flow_open_at(b, off, &o, &seq) && seq != (b->text[off] == ']'))
+	if (at_closer && flow_open_at(b, off, pos, &o, &seq) && seq != (b->text[off] == ']'))
 		return still_open(b, pos, de, o, seq);
 	for (int i = b->depth - 1; i >= 0 && !at_closer; i--) {
 		o = b->flow_open[i];
@@ -1032,11 +1017,61 @@ static size_t flow_cut(const char *t, size_t len)
 	return len;
 }
 
-/* Parse <n> bytes of b->text into b->doc (new); 0 or -errno, b->err filled. */
-static int parse(struct ybuilder *b, size_t n)
+/*
+ * A parser of <text> (<n> bytes) that prints nothing: its errors collected in *<ret_diag>,
+ * those it says without a position given to <sink> with <user>; NULL if out of memory.
+ */
+static struct fy_parser *parser_new(const char *text, size_t n, fy_diag_output_fn sink, void *user,
+				    struct fy_diag **ret_diag)
 {
 	struct fy_parse_cfg pcfg = { 0 };
 	struct fy_diag_cfg dcfg;
+	struct fy_parser *fyp;
+	struct fy_diag *diag;
+
+	fy_diag_cfg_default(&dcfg);
+	dcfg.fp = NULL;
+	dcfg.output_fn = sink;
+	dcfg.user = user;
+	dcfg.show_type = false;
+	dcfg.show_source = false;
+	dcfg.show_position = false;
+	dcfg.show_module = false;
+	dcfg.colorize = false;
+	diag = fy_diag_create(&dcfg);
+	if (!diag)
+		return NULL;
+	fy_diag_set_collect_errors(diag, true);
+	pcfg.flags = FYPCF_QUIET;
+	pcfg.diag = diag;
+	fyp = fy_parser_create(&pcfg);
+	if (fyp && fy_parser_set_string(fyp, text, n) != 0) {
+		fy_parser_destroy(fyp);
+		fyp = NULL;
+	}
+	if (!fyp) {
+		fy_diag_destroy(diag);
+		return NULL;
+	}
+	*ret_diag = diag;
+	return fyp;
+}
+
+/* <fyp> and its <diag> freed; a poisoned one (parser_poisoned()) left allocated. */
+static void parser_free(struct fy_parser *fyp, struct fy_diag *diag)
+{
+	if (!parser_poisoned(diag))
+		fy_parser_destroy(fyp);
+#ifdef YTREE_LSAN
+	else
+		__lsan_ignore_object(fyp); /* left on purpose, not forgotten */
+#endif
+	fy_diag_destroy(diag);
+}
+
+/* Parse <n> bytes of b->text into b->doc (new); 0 or -errno, b->err filled. */
+static int parse(struct ybuilder *b, size_t n)
+{
 	struct fy_diag *diag;
 	struct fy_parser *fyp;
 	struct fy_event *e;
@@ -1045,52 +1080,20 @@ static int parse(struct ybuilder *b, size_t n)
 	b->doc = calloc(1, sizeof(*b->doc));
 	if (!b->doc)
 		return -ENOMEM;
-
-	fy_diag_cfg_default(&dcfg);
-	dcfg.fp = NULL;
-	dcfg.output_fn = diag_sink;
-	dcfg.user = b;
-	dcfg.show_type = false;
-	dcfg.show_source = false;
-	dcfg.show_position = false;
-	dcfg.show_module = false;
-	dcfg.colorize = false;
-	diag = fy_diag_create(&dcfg);
-	if (!diag)
+	fyp = parser_new(b->text, n, diag_sink, b, &diag);
+	if (!fyp)
 		return -ENOMEM;
-	fy_diag_set_collect_errors(diag, true);
-	pcfg.flags = FYPCF_QUIET;
-	pcfg.diag = diag;
-	fyp = fy_parser_create(&pcfg);
-	if (!fyp) {
-		r = -ENOMEM;
-		goto err_diag;
-	}
-	if (fy_parser_set_string(fyp, b->text, n) != 0) {
-		r = -ENOMEM;
-		goto err_parser;
-	}
 	while ((e = fy_parser_parse(fyp)) != NULL) {
 		b->plain_lines = NULL;
 		r = on_event(b, e);
 		event_end(b, e);
 		fy_parser_event_free(fyp, e);
 		if (r < 0)
-			goto err_parser;
+			break;
 	}
-	if (fy_parser_get_stream_error(fyp)) {
+	if (r == 0 && fy_parser_get_stream_error(fyp))
 		r = syntax_error(b, diag);
-		if (parser_poisoned(diag)) {
-#ifdef YTREE_LSAN
-			__lsan_ignore_object(fyp); /* left on purpose, not forgotten */
-#endif
-			goto err_diag;
-		}
-	}
-err_parser:
-	fy_parser_destroy(fyp);
-err_diag:
-	fy_diag_destroy(diag);
+	parser_free(fyp, diag);
 	/* What came before the error, its open collections ended there. A plain
 	 * scalar over several lines just before it is left out: its lines may run
 	 * into what the error is about ("admin: 127.0.0.1:9" and a line "\tbad"

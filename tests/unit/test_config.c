@@ -149,6 +149,18 @@ static void test_yaml_syntax(void **state)
 		     4, 51, "(the '{' at 4:17 is still open here: a missing '}'?)");
 	expect_error("a: [ x, {d: 'it''s [', e: \"]\\\"{\" # [\n ]\n", 2, 2,
 		     "(the '{' at 1:9 is still open here: a missing '}'?)");
+	/* the opener as YAML reads the text, not a bracket in a string or a comment: after a
+	 * quoted value that ends in ',' or ':' (its closing quote was read as an opening one:
+	 * a '[' in the next string named, or the '{' missed), in a quoted value after an anchor
+	 * or a tag (a '[' in it named, or none) */
+	expect_error("a: [ \"x,\", \"[\" }\n", 1, 16,
+		     "(the '[' at 1:4 is still open here: a missing ']'?)");
+	expect_error("a: [ \"x,\",\n  {b: c ]\n", 2, 9,
+		     "(the '{' at 2:3 is still open here: a missing '}'?)");
+	expect_error("a: {b: [ &x \"[\" }\n", 1, 17,
+		     "(the '[' at 1:8 is still open here: a missing ']'?)");
+	expect_error("a: {b: [ !!str '{x' }\n", 1, 21,
+		     "(the '[' at 1:8 is still open here: a missing ']'?)");
 	/* ... but not where the error is at a ']' or '}' of the innermost's kind: the collection
 	 * closes there (its closer wrongly indented), and "a missing ']'?" would name the wrong
 	 * fault, or one that is not; */
@@ -167,8 +179,10 @@ static void test_yaml_syntax(void **state)
 			  "      {name: b, address: 127.0.0.1:9002}\n    ]\n",
 			  6, 7, "missing comma in flow sequence" },
 			{ "a: [\n  b, c\n  d: e: f\n]\n", 3, 7, "missing comma in flow sequence" },
-			/* nor a pair in a flow list (no '{': its ':' was named) */
+			/* nor a pair in a flow list (no '{': its ':' was named), nor a '{' in a
+			 * comment at a line's start */
 			{ "a: {b: [c: d\n]\n", 2, 1, "wrongly indented sequence end in flow mode" },
+			{ "a: [ x,\n# {\n]\n", 3, 1, "wrongly indented sequence end in flow mode" },
 		};
 
 		for (size_t i = 0; i < sizeof(closers) / sizeof(closers[0]); i++) {
