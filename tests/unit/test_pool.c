@@ -27,6 +27,7 @@
 #include "control/control.h"
 #include "control/loop.h"
 #include "control/pool.h"
+#include "hashlb/steer.h"
 
 #define N_HASHES 20000
 
@@ -1225,6 +1226,68 @@ static void test_reload_applies_the_difference(void **state)
 	assert_null(hlb_pool_service_find(f.pool, "web"));
 	assert_non_null(hlb_pool_service_find(f.pool, "api"));
 	assert_int_equal(hlb_pool_snapshot(hlb_pool_service_find(f.pool, "api"))->generation, 4);
+	fixture_teardown(&f);
+}
+
+/* One kernel-steered service "web" whose program's counters (struct hlb_steer_stats) are 710000
+ * plus each one's place in the struct, and its own 720000 plus that: each told by its value. */
+static int steer_marked(void *arg, uint32_t i, struct hlb_steer_sample *ret)
+{
+	uint64_t st[sizeof(ret->st) / sizeof(uint64_t)], own[sizeof(st) / sizeof(st[0])];
+
+	(void)arg;
+	if (i > 0)
+		return -ENOENT;
+	for (size_t k = 0; k < sizeof(st) / sizeof(st[0]); k++) {
+		st[k] = 710000 + k;
+		own[k] = 720000 + k;
+	}
+	*ret = (struct hlb_steer_sample){ .service = "web", .own_known = true, .own_all = true };
+	memcpy(&ret->st, st, sizeof(st));
+	memcpy(&ret->own, own, sizeof(own));
+	return 0;
+}
+
+/*
+ * Every counter of a steering program has its /metrics samples: its program's (the interface_
+ * families, passed_total, interface_dropped_total), and the service's own where a table counts
+ * it (hashlb_steer_stats_field_own()). The families' rows name their counter (metrics.c): one
+ * added to the program without a row, or a row whose name is no counter's (its value 0, or
+ * its own never shown), was caught only by a root and BPF scenario (test_run.py shared_flows).
+ */
+static void test_metrics_steer_every_counter(void **state)
+{
+	struct hlb_control ctl = { 0 };
+	struct hlb_steer_sample s;
+	struct hlb_buf o = { 0 };
+	struct fixture f;
+	const char *name;
+	uint64_t x;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	ctl.pool = f.pool;
+	ctl.cfg = f.cfg;
+	ctl.loop = f.loop;
+	ctl.steer_stats = steer_marked;
+	hlb_metrics_render(&ctl, NULL, 0, &o);
+	assert_false(o.oom);
+	assert_non_null(strstr(o.p, "\nhashlb_service_steer_packets_total{service=\"web\"} "));
+	steer_marked(NULL, 0, &s);
+	for (unsigned i = 0; (name = hashlb_steer_stats_field(&s.st, i, &x)) != NULL; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "} %" PRIu64 "\n", x);
+		if (!strstr(o.p, want))
+			fail_msg("counter %s: its program's figure (%" PRIu64 ") in no sample",
+				 name, x);
+		hashlb_steer_stats_field(&s.own, i, &x);
+		snprintf(want, sizeof(want), "} %" PRIu64 "\n", x);
+		if (!strstr(o.p, want) != !hashlb_steer_stats_field_own(i, true))
+			fail_msg("counter %s: the service's own (%" PRIu64 ") %s", name, x,
+				 strstr(o.p, want) ? "shown, not a table's" : "in no sample");
+	}
+	hlb_buf_free(&o);
 	fixture_teardown(&f);
 }
 
@@ -3972,6 +4035,7 @@ int main(void)
 		cmocka_unit_test(test_reload_applies_the_difference),
 		cmocka_unit_test(test_weights_after_a_service_added_back_are_those_it_serves_with),
 		cmocka_unit_test(test_reload_weights_past_table_memory_say_where),
+		cmocka_unit_test(test_metrics_steer_every_counter),
 		cmocka_unit_test(test_drained_backends_keep_their_counts),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
