@@ -617,6 +617,9 @@ static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, __u
  * a path that could not carry it. Then <kw> is the key of the flow's client
  * side (the quote's destination its source, the ports swapped), for the
  * flow's conntrack entry: the backend's stack must learn the path's MTU.
+ * The quote must hold 8 bytes of the TCP header, as RFC 792 guarantees: the
+ * backend's stack refuses a shorter one (it reads the sequence number too,
+ * to check the message against the socket's window), so it is not sent one.
  */
 static __always_inline int pmtu_quote(void *data, __u8 *icmp, void *data_end, __u64 ip_end, int v6,
 				      __u64 *kw)
@@ -628,7 +631,7 @@ static __always_inline int pmtu_quote(void *data, __u8 *icmp, void *data_end, __
 		const __u64 *a = (const __u64 *)&in6->saddr;
 
 		ports = (void *)(in6 + 1);
-		if ((void *)(ports + 1) > data_end || icmp[0] != 2 || icmp[1] != 0 ||
+		if ((void *)(ports + 2) > data_end || icmp[0] != 2 || icmp[1] != 0 ||
 		    in6->version != 6 || in6->nexthdr != IPPROTO_TCP || a[0] != kw[2] ||
 		    a[1] != kw[3])
 			return 0;
@@ -643,12 +646,12 @@ static __always_inline int pmtu_quote(void *data, __u8 *icmp, void *data_end, __
 		    (in->frag_off & bpf_htons(0x1fff)) || V4_MAPPED_HI(in->saddr) != kw[3])
 			return 0;
 		ports = (void *)in + in->ihl * 4;
-		if ((void *)(ports + 1) > data_end)
+		if ((void *)(ports + 2) > data_end)
 			return 0;
 		kw[0] = 0;
 		kw[1] = V4_MAPPED_HI(in->daddr);
 	}
-	if ((__u64)((void *)(ports + 1) - data) > ip_end)
+	if ((__u64)((void *)(ports + 2) - data) > ip_end)
 		return 0; /* the quote past the IP packet's length */
 	p = *ports;
 	kw[4] = p >> 16 | (p & 0xffff) << 16;

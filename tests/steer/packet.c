@@ -220,6 +220,25 @@ static void test_ipv6_ext(void)
 }
 
 /*
+ * The path-MTU message <f> (IPv6 with <v6>) of <len> bytes quoting <n> bytes
+ * fewer, its IP length saying so (a quote cut short, not a frame cut): its
+ * length.
+ */
+static size_t pmtu_cut(uint8_t *f, size_t len, int v6, size_t n)
+{
+	uint16_t l = (uint16_t)(len - n - 14 - (v6 ? 40 : 0)), c;
+
+	f[v6 ? 18 : 16] = (uint8_t)(l >> 8);
+	f[v6 ? 19 : 17] = (uint8_t)l;
+	if (!v6) {
+		f[24] = f[25] = 0;
+		c = htons(csum_fold(csum_add(0, f + 14, 20)));
+		memcpy(f + 24, &c, 2);
+	}
+	return len - n;
+}
+
+/*
  * A path-MTU message about a flow to the VIP (a router on the backend's
  * reply path could not carry the reply: ICMP fragmentation needed, ICMPv6
  * packet too big, sent to the VIP) goes, unchanged but for the MACs, to the
@@ -280,6 +299,14 @@ static void test_pmtu(struct hashlb_steer *s)
 		check_verdict("another icmp type about the flow", f, len, XDP_PASS_);
 		len = test_pmtu_message(&p, f);
 		check_verdict("a quote cut short of its ports", f, len - 6, XDP_PASS_);
+		/* RFC 792's 8 bytes of the TCP header, which the backend's stack
+		 * reads (ports and sequence number) and refuses a message without:
+		 * a quote of the ports alone, or of 7 bytes, is not sent to it
+		 * (before: forwarded, the backend dropping it as an error). */
+		len = pmtu_cut(f, test_pmtu_message(&p, f), fam, 4);
+		check_verdict("a quote of the tcp ports alone", f, len, XDP_PASS_);
+		len = pmtu_cut(f, test_pmtu_message(&p, f), fam, 1);
+		check_verdict("a quote of 7 bytes of tcp", f, len, XDP_PASS_);
 	}
 }
 
