@@ -108,6 +108,58 @@ static double skewed_back_up_ms(const struct hashlb_table_params *p,
 }
 
 /*
+ * Medians of <reps> runs each of with_down(<base>, <down>) (*<ret_old>) and of the same made
+ * from <also> too (hashlb_table_with_down_from(), *<ret_new>), alternated rep by rep.
+ */
+static void from_ms(const struct hashlb_table *base, const bool *down,
+		    const struct hashlb_table *also, int reps, double *ret_old, double *ret_new)
+{
+	double t_old[16], t_new[16];
+
+	for (int i = 0; i < reps; i++) {
+		struct hashlb_table *t;
+		uint64_t t0 = bench_now_ns();
+
+		if (hashlb_table_with_down(base, down, &t, NULL) < 0)
+			abort();
+		t_old[i] = (double)(bench_now_ns() - t0) / 1e6;
+		hashlb_table_free(t);
+		t0 = bench_now_ns();
+		if (hashlb_table_with_down_from(base, down, also, &t, NULL) < 0)
+			abort();
+		t_new[i] = (double)(bench_now_ns() - t0) / 1e6;
+		hashlb_table_free(t);
+	}
+	*ret_old = bench_median(t_old, (size_t)reps);
+	*ret_new = bench_median(t_new, (size_t)reps);
+}
+
+/*
+ * Backend-0 failing connects before its verdict (<b>, <n>, with <p>, every backend up): the
+ * retry table (it down) of the next snapshot (a copy of the table with all up), made without
+ * (*<ret_old>) and with (*<ret_new>) the previous snapshot's retry table, from_ms().
+ */
+static void retry_next_ms(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
+			  uint32_t n, int reps, double *ret_old, double *ret_new)
+{
+	struct hashlb_table *up, *retry, *next;
+	bool *off = calloc(n, sizeof(*off)), *none = calloc(n, sizeof(*none));
+
+	if (!off || !none || hashlb_table_build(p, b, n, &up, NULL) < 0)
+		abort();
+	off[0] = true;
+	if (hashlb_table_with_down(up, off, &retry, NULL) < 0 ||
+	    hashlb_table_with_down(up, none, &next, NULL) < 0)
+		abort();
+	hashlb_table_free(up);
+	from_ms(next, off, retry, reps, ret_old, ret_new);
+	hashlb_table_free(retry);
+	hashlb_table_free(next);
+	free(off);
+	free(none);
+}
+
+/*
  * Backend-0 in slow start with <b>'s weights (<n>, with <p>): the ramp table of the next snapshot
  * (it down, from the table back up made from the one of its outage), each rep made without
  * (*<ret_old>) and with (*<ret_new>) the previous snapshot's ramp table
@@ -120,7 +172,6 @@ static void skewed_ramp_ms(const struct hashlb_table_params *p, const struct has
 {
 	struct hashlb_table *up, *down, *back, *ramp;
 	bool *off = calloc(n, sizeof(*off)), *none = calloc(n, sizeof(*none));
-	double t_old[16], t_new[16];
 
 	if (!off || !none || hashlb_table_build(p, b, n, &up, NULL) < 0)
 		abort();
@@ -131,22 +182,7 @@ static void skewed_ramp_ms(const struct hashlb_table_params *p, const struct has
 		abort();
 	hashlb_table_free(up);
 	hashlb_table_free(down);
-	for (int i = 0; i < reps; i++) {
-		struct hashlb_table *t;
-		uint64_t t0 = bench_now_ns();
-
-		if (hashlb_table_with_down(back, off, &t, NULL) < 0)
-			abort();
-		t_old[i] = (double)(bench_now_ns() - t0) / 1e6;
-		hashlb_table_free(t);
-		t0 = bench_now_ns();
-		if (hashlb_table_with_down_from(back, off, ramp, &t, NULL) < 0)
-			abort();
-		t_new[i] = (double)(bench_now_ns() - t0) / 1e6;
-		hashlb_table_free(t);
-	}
-	*ret_old = bench_median(t_old, (size_t)reps);
-	*ret_new = bench_median(t_new, (size_t)reps);
+	from_ms(back, off, ramp, reps, ret_old, ret_new);
 	*ret_again = health_ms(p, b, n, back, off, reps);
 	hashlb_table_free(ramp);
 	hashlb_table_free(back);
@@ -180,6 +216,8 @@ int bench_health(const struct bench_opts *o)
 					    "skewed: ramp step, old ms",
 					    "skewed: ramp step, new ms",
 					    "skewed: down again ms",
+					    "retry, next snapshot: old ms",
+					    "retry, next snapshot: new ms",
 					    "beside a down ms",
 					    "beside a down / build",
 					    "back beside it ms",
@@ -228,7 +266,10 @@ int bench_health(const struct bench_opts *o)
 		"with those weights (the next snapshot's ramp table, it down, from the table "
 		"back up: old without the previous ramp table, new made from it too, "
 		"hashlb_table_with_down_from, alternated) and its down again from the table "
-		"back up. Then, over %u client "
+		"back up; and backend-0 failing connects (all up, equal weights): the retry "
+		"table (it down) of the next snapshot, from its table (a copy of the one with "
+		"all up), old without the previous snapshot's retry table, new made from it too "
+		"(hashlb_table_with_down_from), alternated. Then, over %u client "
 		"keys (src-ip) of the backend that goes down: how many land on the "
 		"preference list's next of the table with all up (where a connect retried "
 		"before the verdict goes), and on the backend a table built without it "
@@ -246,6 +287,7 @@ int bench_health(const struct bench_opts *o)
 		bool *down = calloc(n, sizeof(*down));
 		double build, gone, again, back, flap, after_reload, beside, back_beside, reload;
 		double reload_skewed, build_skewed, back_skewed, ramp_old, ramp_new, again_skewed;
+		double retry_old, retry_new;
 		size_t reload_own = 0, skewed_own = 0;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
@@ -275,6 +317,8 @@ int bench_health(const struct bench_opts *o)
 		/* and a step of its slow start, and its down again */
 		skewed_ramp_ms(&p, kept, n, reps, &ramp_old, &ramp_new, &again_skewed);
 		kept[1].weight = b[1].weight;
+		/* backend-0 failing connects: the next snapshot's retry table */
+		retry_next_ms(&p, b, n, reps, &retry_old, &retry_new);
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
 		if (hashlb_table_with_down(eff, down, &up, NULL) < 0)
@@ -345,6 +389,8 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.2f", ramp_old);
 		report_num(&r, "%.3f", ramp_new);
 		report_num(&r, "%.2f", again_skewed);
+		report_num(&r, "%.2f", retry_old);
+		report_num(&r, "%.3f", retry_new);
 		report_num(&r, "%.2f", beside);
 		report_num(&r, "%.3f", beside / build);
 		report_num(&r, "%.2f", back_beside);

@@ -149,9 +149,13 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * only read): on Maglev, where <also> is of the same full table (the very array) and its down
  * set takes the same turns, and <base> keeps the table of that down set (a ramp table, made
  * again for each snapshot while a backend ramps), its effective slots are <also>'s, shared
- * rather than merged again; and wherever its effective entries are the very array <also>
- * holds owner blocks over (weights more than 16 times apart), it holds those blocks too
- * rather than builds them. Each is a pass over M entries fewer.
+ * rather than merged again; so they are where <also> keeps the survivors' table of that down
+ * set (a retry table, made again for each snapshot while a backend fails connects, from a
+ * table that keeps none: a population, about 0.5 s at the largest M, each time), and that
+ * survivors' table is shared too where the table would keep its own; and wherever its
+ * effective entries are the very array <also> holds owner blocks over (weights more than 16
+ * times apart), it holds those blocks too rather than builds them. Each is a pass over M entries fewer (the survivors' table: a
+ * population). The table holds the same bytes either way, those arrays shared rather than new.
  */
 int hashlb_table_with_down_from(const struct hashlb_table *base, const bool *down,
 				const struct hashlb_table *also, struct hashlb_table **ret_table,

@@ -825,8 +825,11 @@ static bool backend_failing(const struct hlb_pool_backend *b)
  * While a backend is in slow start, the ramping ones are down too in a
  * second table, for a client that table sends to one that does not admit
  * it yet: it goes where it stays while the ramp lasts (see retry_first()).
+ * <cur>, the snapshot <snap> replaces (NULL accepted), lends its retry
+ * tables' slots where they are the new ones' (hlb_snapshot_add_retry()).
  */
-static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *snap)
+static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *snap,
+			      const struct hlb_snapshot *cur)
 {
 	bool *failing, any = false, ramps = false;
 
@@ -839,13 +842,13 @@ static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *s
 	for (uint32_t j = 0; j < s->n_backends; j++)
 		failing[j] =
 			snap->backends[j] == s->backends[j]->rt && backend_failing(s->backends[j]);
-	hlb_snapshot_add_retry(snap, failing);
+	hlb_snapshot_add_retry(snap, failing, cur);
 	for (uint32_t j = 0; j < s->n_backends; j++) {
 		if (snap->backends[j] == s->backends[j]->rt && s->backends[j]->ramp_start_ms)
 			ramps = failing[j] = true;
 	}
 	if (ramps && snap->retry_table)
-		hlb_snapshot_add_retry_ramp(snap, failing);
+		hlb_snapshot_add_retry_ramp(snap, failing, cur);
 	free(failing);
 }
 
@@ -889,7 +892,7 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 		/* settings unchanged since <cur> (else need_full) */
 		ret = hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
 		if (ret == 0) {
-			service_add_retry(s, *ret_snap);
+			service_add_retry(s, *ret_snap, cur);
 			service_add_ramp(s, *ret_snap, cur);
 		}
 		return ret;
@@ -904,7 +907,7 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	free(rts);
 	if (ret == 0) {
 		s->need_full = false;
-		service_add_retry(s, *ret_snap);
+		service_add_retry(s, *ret_snap, cur);
 		service_add_ramp(s, *ret_snap, cur);
 	}
 	return ret;

@@ -1041,7 +1041,10 @@ int hashlb_table_check(const struct hashlb_table_params *p,
  * effective table) when it has one, the down set a flap goes back to, whether every other
  * backend is up or one is down for good (an idle backup among them); else (base has none
  * down that takes turns) t's own survivors' table, populated or copied from base's kept.
- * Three slot arrays at most: the full, the effective and the kept one.
+ * <also> (NULL accepted) of the same full table and turns lends its effective table where
+ * base's kept table would give it by a merge, or where <also> keeps t's survivors' table (a
+ * retry table made from the previous snapshot's), which t then keeps too where it keeps its
+ * own: no population. Three slot arrays at most: the full, the effective and the kept one.
  */
 static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *base,
 			     const struct hashlb_table *also)
@@ -1052,19 +1055,26 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 	/* <also>'s effective table is t's own: the same full table, the same turns */
 	bool also_same = also && also->n == t->n && also->full_slots == t->full_slots &&
 			 same_turns(t, also->down, t->down);
+	/* and the survivors' table of t's turns that <also> keeps, if it does (a retry table
+	 * keeps its own, as t would): what a population would give t */
+	uint16_t *also_surv =
+		also_same && also->kept_survivors && same_turns(t, kept_key(also), t->down)
+			? also->kept_slots
+			: NULL;
 	uint16_t *surv;
 	uint32_t present;
 	uint64_t fp;
 	int ret;
 
 	/* an effective table of base's of t's turns over the same full table is t's own; so is
-	 * <also>'s where base's kept table would give it by a merge (no survivors to keep) */
+	 * <also>'s where base's kept table would give it by a merge (no survivors to keep), or
+	 * where <also> keeps the survivors a population would give */
 	surv = NULL;
 	if (same)
 		t->slots = slots_ref(base->slots);
 	else if (kept_match && !base->kept_survivors)
 		t->slots = slots_ref(base->kept_slots);
-	else if (kept_match && also_same)
+	else if ((kept_match || also_surv) && also_same)
 		t->slots = slots_ref(also->slots);
 	else if ((ret = maglev_effective(t, kept_match ? base->kept_slots : NULL, &surv)) < 0)
 		return ret;
@@ -1093,6 +1103,8 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 		return kept_set(t, surv, NULL, true);
 	if (kept_match && base->kept_survivors)
 		return kept_set(t, slots_ref(base->kept_slots), NULL, true);
+	if (also_surv) /* t's own survivors, not populated again */
+		return kept_set(t, slots_ref(also_surv), NULL, true);
 	return 0;
 }
 

@@ -404,8 +404,9 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 }
 
 /* <s>'s table with the backends <more> says down as well, in <ret_table>, if one of them is up
- * in it: one of <s>'s own, counted as such; holding <also>'s owner blocks (NULL accepted) where
- * its slots are the array they are over (hashlb_table_with_down_from()). */
+ * in it: one of <s>'s own, counted as such; sharing <also>'s slots (NULL accepted: the previous
+ * snapshot's table of the same role) where they are its own, and its owner blocks where its
+ * slots are the array they are over (hashlb_table_with_down_from()). */
 static void table_with_more_down(struct hlb_snapshot *s, const bool *more,
 				 const struct hashlb_table *also, struct hashlb_table **ret_table)
 {
@@ -426,14 +427,17 @@ static void table_with_more_down(struct hlb_snapshot *s, const bool *more,
 	free(down);
 }
 
-void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing)
+void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing,
+			    const struct hlb_snapshot *prev)
 {
-	table_with_more_down(s, failing, NULL, &s->retry_table);
+	table_with_more_down(s, failing, prev ? prev->retry_table : NULL, &s->retry_table);
 }
 
-void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_ramping)
+void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_ramping,
+				 const struct hlb_snapshot *prev)
 {
-	table_with_more_down(s, failing_or_ramping, NULL, &s->retry_ramp_table);
+	table_with_more_down(s, failing_or_ramping, prev ? prev->retry_ramp_table : NULL,
+			     &s->retry_ramp_table);
 }
 
 void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping,

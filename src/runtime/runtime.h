@@ -519,9 +519,15 @@ void hlb_match_reads_add(uint64_t n);
  * preference list does not say that (on a ring the next distinct owner
  * clockwise is where they go), and only if one of them is in the table.
  * Nothing is changed if it cannot be built (a retry then takes the
- * preference list's next backend, as without it).
+ * preference list's next backend, as without it). <prev> (NULL accepted;
+ * only read, alive for the call) is the snapshot <s> replaces: where its
+ * retry table is of the same backends down over the same full table and
+ * keeps their survivors' table (each snapshot while a backend fails
+ * connects before its verdict), the new one shares its slots, not
+ * populated again (about 0.5 s at the largest M, each snapshot).
  */
-void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing);
+void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing,
+			    const struct hlb_snapshot *prev);
 
 /*
  * Give <s> (not yet published), which has a retry table, the table with the
@@ -529,8 +535,10 @@ void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing);
  * in slow start, for a retry that the retry table sends to a ramping
  * backend not admitting the client yet. Only for Maglev; nothing is changed
  * if it cannot be built (the retry then goes to the ramping backend).
+ * <prev>: as hlb_snapshot_add_retry()'s, for its retry-ramp table.
  */
-void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_ramping);
+void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_ramping,
+				 const struct hlb_snapshot *prev);
 
 /*
  * Give <s> (not yet published) its ramp table: the table with the backends

@@ -1507,6 +1507,56 @@ static size_t with_down_bytes(const struct hashlb_table *base, const bool *down)
 }
 
 /*
+ * A backend failing connects across snapshots: each snapshot's retry table (it down) made by
+ * hashlb_table_with_down_from() from the previous snapshot's, which keeps its survivors' table,
+ * shares that table's effective and kept slots: no population (about 0.5 s at the largest M),
+ * no more bytes. Given one of its down set that keeps another's survivors (made from a table
+ * with another backend out), it takes its effective slots but not those for its own survivors:
+ * the table the backend comes back up in and goes down again from is still the build's.
+ */
+static void test_retry_from_previous_shares_survivors(void **state)
+{
+	const uint32_t m = 65537;
+	struct test_backends b;
+	struct hashlb_table *up, *next, *retry, *from, *other_out, *also_other, *t, *back, *again;
+	bool x[5] = { false, true, false, false, false },
+	     z[5] = { false, false, false, true, false };
+	bool none[5] = { false };
+
+	test_backends_init(&b, 5, "rt-");
+	up = test_build(HASHLB_SCHEME_MAGLEV, m, 17, b.spec, 5);
+	retry = with_down(up, x);
+	next = with_down(up, none); /* the next snapshot, the backend still failing */
+	populations = 0;
+	assert_int_equal(hashlb_table_with_down_from(next, x, retry, &from, NULL), 0);
+	assert_int_equal(populations, 0);
+	assert_int_equal(hashlb_table_bytes_shared(from, retry), 3 * 2 * m);
+	assert_int_equal(hashlb_table_bytes(from), with_down_bytes(next, x));
+	hashlb_table_free(retry);
+
+	other_out = with_down(up, z);
+	also_other = with_down(other_out, x); /* x's effective slots, z's survivors kept */
+	assert_int_equal(hashlb_table_with_down_from(next, x, also_other, &t, NULL), 0);
+	hashlb_table_free(other_out);
+	hashlb_table_free(also_other);
+	back = with_down(t, none);
+	again = with_down(back, x);
+	b.spec[1].down = true;
+	same_as_build(from, m, 17, b.spec, 5);
+	same_as_build(t, m, 17, b.spec, 5);
+	same_as_build(again, m, 17, b.spec, 5);
+	/* back up: all up (it keeps x's outage beside, more than a build holds) */
+	assert_int_equal(hashlb_table_fingerprint(back), hashlb_table_fingerprint(up));
+	hashlb_table_free(up);
+	hashlb_table_free(next);
+	hashlb_table_free(from);
+	hashlb_table_free(t);
+	hashlb_table_free(back);
+	hashlb_table_free(again);
+	test_backends_free(&b);
+}
+
+/*
  * Chains of health changes and reloads (hashlb_table_with_down(), hashlb_table_rebuild()),
  * each from one of a few tables alive, each freeing another (the one it came from, often):
  * every table is the build of its config, however its slot arrays or points are shared with
@@ -1638,6 +1688,7 @@ int main(void)
 		cmocka_unit_test(test_down_same_is_a_copy),
 		cmocka_unit_test(test_reload_mid_flap_keeps_its_return),
 		cmocka_unit_test(test_two_flappers_return_minimally),
+		cmocka_unit_test(test_retry_from_previous_shares_survivors),
 		cmocka_unit_test(test_random_chains_equal_builds),
 		cmocka_unit_test(test_random_chains_from_equal_builds),
 	};

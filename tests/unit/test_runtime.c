@@ -194,7 +194,7 @@ static void test_snapshot_tables_bytes(void **state)
 	/* b down, with a retry table (c failing) and a ramp table (c ramping) */
 	atomic_store(&f.b[1]->healthy, false);
 	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s2, NULL), 0);
-	hlb_snapshot_add_retry(s2, failing);
+	hlb_snapshot_add_retry(s2, failing, NULL);
 	hlb_snapshot_add_ramp(s2, ramping, NULL);
 	assert_non_null(s2->retry_table);
 	assert_non_null(s2->ramp_table);
@@ -367,7 +367,7 @@ static void test_refresh_from_retry_table_beside_a_weight0_change(void **state)
 	f.b[2]->weight = 0; /* c: configured, takes no clients */
 	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
 	populations = 0;
-	hlb_snapshot_add_retry(s1, failing);
+	hlb_snapshot_add_retry(s1, failing, NULL);
 	assert_non_null(s1->retry_table);
 	assert_int_equal(populations, 1); /* b's first down: the survivors' population */
 	atomic_store(&f.b[1]->healthy, false); /* b declared down */
@@ -380,6 +380,76 @@ static void test_refresh_from_retry_table_beside_a_weight0_change(void **state)
 		fail_msg("b declared down after its retry table: %u populations", populations);
 
 	hlb_snapshot_free(s1);
+	hlb_snapshot_free(s2);
+	three_free(&f);
+}
+
+/*
+ * A Maglev backend failing connects across snapshots (another backend's verdict, a ramp step:
+ * each snapshot before its own verdict makes a retry table): the first retry table populates
+ * the survivors, and the next snapshot's, given the one it replaces, shares its slots (the
+ * effective and the kept survivors') instead of populating them again (about 0.5 s at the
+ * largest M, each snapshot); the same for the retry-ramp table. Its answers are those of the
+ * table without the failing backend, after the one it shares with is freed, and it holds the
+ * same bytes as one made without it. Before, each snapshot populated them again.
+ */
+static void test_retry_table_shares_the_previous(void **state)
+{
+	struct hlb_snapshot *s1, *s2, *s3;
+	struct hashlb_backend_spec spec[3];
+	struct hashlb_table *alone;
+	struct three f;
+	bool failing[3] = { false, true, false }, both[3] = { false, true, true };
+	uint64_t fp, fp_both;
+
+	three_backends(&f);
+	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
+	populations = 0;
+	hlb_snapshot_add_retry(s1, failing, NULL);
+	hlb_snapshot_add_retry_ramp(s1, both, NULL);
+	assert_non_null(s1->retry_table);
+	assert_non_null(s1->retry_ramp_table);
+	assert_int_equal(populations, 2); /* the survivors of b, and of b and c */
+	fp = hashlb_table_fingerprint(s1->retry_table);
+	fp_both = hashlb_table_fingerprint(s1->retry_ramp_table);
+
+	/* the next snapshot, b still failing: without s1, both populated again */
+	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s3, NULL), 0);
+	populations = 0;
+	hlb_snapshot_add_retry(s3, failing, NULL);
+	hlb_snapshot_add_retry_ramp(s3, both, NULL);
+	assert_int_equal(populations, 2);
+	/* with it: none */
+	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 3, &s2, NULL), 0);
+	populations = 0;
+	hlb_snapshot_add_retry(s2, failing, s1);
+	hlb_snapshot_add_retry_ramp(s2, both, s1);
+	if (populations)
+		fail_msg("retry tables from the previous snapshot's: %u populations", populations);
+	/* the effective and the kept slots shared, the full ones too: nothing more held */
+	assert_int_equal(hashlb_table_bytes_shared(s2->retry_table, s1->retry_table), 3 * 2 * 251);
+	assert_int_equal(hashlb_table_bytes_shared(s2->retry_ramp_table, s1->retry_ramp_table),
+			 3 * 2 * 251);
+	assert_int_equal(hashlb_table_bytes(s2->retry_table), hashlb_table_bytes(s3->retry_table));
+	assert_int_equal(hashlb_table_bytes(s2->retry_ramp_table),
+			 hashlb_table_bytes(s3->retry_ramp_table));
+	hlb_snapshot_free(s1);
+	hlb_snapshot_free(s3);
+	assert_int_equal(hashlb_table_fingerprint(s2->retry_table), fp);
+	assert_int_equal(hashlb_table_fingerprint(s2->retry_ramp_table), fp_both);
+	/* the table built with b down: the same answers */
+	for (uint32_t i = 0; i < 3; i++) {
+		spec[i].name = hashlb_table_backend_name(s2->table, i);
+		spec[i].weight = hashlb_table_backend_weight(s2->table, i);
+		spec[i].down = failing[i];
+	}
+	assert_int_equal(hashlb_table_build(hashlb_table_params(s2->table), spec, 3, &alone, NULL),
+			 0);
+	assert_int_equal(hashlb_table_fingerprint(alone), fp);
+	for (uint64_t h = 0; h < 251; h++)
+		assert_int_equal(hashlb_table_lookup(s2->retry_table, h << 56),
+				 hashlb_table_lookup(alone, h << 56));
+	hashlb_table_free(alone);
 	hlb_snapshot_free(s2);
 	three_free(&f);
 }
@@ -735,6 +805,7 @@ int main(void)
 		cmocka_unit_test(test_return_keeps_the_outage_table),
 		cmocka_unit_test(test_flap_beside_an_idle_backup_copies),
 		cmocka_unit_test(test_refresh_from_retry_table_beside_a_weight0_change),
+		cmocka_unit_test(test_retry_table_shares_the_previous),
 		cmocka_unit_test(test_counters_sum_over_workers),
 		cmocka_unit_test(test_clients_match_a_reference),
 		cmocka_unit_test(test_clients_key_length),
