@@ -135,18 +135,20 @@ static void from_ms(const struct hashlb_table *base, const bool *down,
 }
 
 /*
- * Backend-0 failing connects before its verdict (<b>, <n>, with <p>, every backend up): the
- * retry table (it down) of the next snapshot (a copy of the table with all up), made without
- * (*<ret_old>) and with (*<ret_new>) the previous snapshot's retry table, from_ms().
+ * Backend-0 failing connects before its verdict (<b>, <n>, with <p>; every other backend up, or
+ * with <beside> backend-1 down for good): the retry table (backend-0 down too) of the next
+ * snapshot (a copy of the table before), made without (*<ret_old>) and with (*<ret_new>) the
+ * previous snapshot's retry table, from_ms().
  */
 static void retry_next_ms(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
-			  uint32_t n, int reps, double *ret_old, double *ret_new)
+			  uint32_t n, bool beside, int reps, double *ret_old, double *ret_new)
 {
 	struct hashlb_table *up, *retry, *next;
 	bool *off = calloc(n, sizeof(*off)), *none = calloc(n, sizeof(*none));
 
 	if (!off || !none || hashlb_table_build(p, b, n, &up, NULL) < 0)
 		abort();
+	off[1] = none[1] = beside;
 	off[0] = true;
 	if (hashlb_table_with_down(up, off, &retry, NULL) < 0 ||
 	    hashlb_table_with_down(up, none, &next, NULL) < 0)
@@ -218,6 +220,8 @@ int bench_health(const struct bench_opts *o)
 					    "skewed: down again ms",
 					    "retry, next snapshot: old ms",
 					    "retry, next snapshot: new ms",
+					    "retry beside a down, next snapshot: old ms",
+					    "retry beside a down, next snapshot: new ms",
 					    "beside a down ms",
 					    "beside a down / build",
 					    "back beside it ms",
@@ -269,7 +273,8 @@ int bench_health(const struct bench_opts *o)
 		"back up; and backend-0 failing connects (all up, equal weights): the retry "
 		"table (it down) of the next snapshot, from its table (a copy of the one with "
 		"all up), old without the previous snapshot's retry table, new made from it too "
-		"(hashlb_table_with_down_from), alternated. Then, over %u client "
+		"(hashlb_table_with_down_from), alternated, and the same beside backend-1 down "
+		"for good (N above 2). Then, over %u client "
 		"keys (src-ip) of the backend that goes down: how many land on the "
 		"preference list's next of the table with all up (where a connect retried "
 		"before the verdict goes), and on the backend a table built without it "
@@ -287,7 +292,7 @@ int bench_health(const struct bench_opts *o)
 		bool *down = calloc(n, sizeof(*down));
 		double build, gone, again, back, flap, after_reload, beside, back_beside, reload;
 		double reload_skewed, build_skewed, back_skewed, ramp_old, ramp_new, again_skewed;
-		double retry_old, retry_new;
+		double retry_old, retry_new, retry_beside_old, retry_beside_new;
 		size_t reload_own = 0, skewed_own = 0;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
@@ -318,7 +323,11 @@ int bench_health(const struct bench_opts *o)
 		skewed_ramp_ms(&p, kept, n, reps, &ramp_old, &ramp_new, &again_skewed);
 		kept[1].weight = b[1].weight;
 		/* backend-0 failing connects: the next snapshot's retry table */
-		retry_next_ms(&p, b, n, reps, &retry_old, &retry_new);
+		retry_next_ms(&p, b, n, false, reps, &retry_old, &retry_new);
+		if (n > 2) /* and beside backend-1 down for good (N=2: no survivor) */
+			retry_next_ms(&p, b, n, true, reps, &retry_beside_old, &retry_beside_new);
+		else
+			retry_beside_old = retry_beside_new = 0;
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
 		if (hashlb_table_with_down(eff, down, &up, NULL) < 0)
@@ -391,6 +400,8 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.2f", again_skewed);
 		report_num(&r, "%.2f", retry_old);
 		report_num(&r, "%.3f", retry_new);
+		report_num(&r, "%.2f", retry_beside_old);
+		report_num(&r, "%.3f", retry_beside_new);
 		report_num(&r, "%.2f", beside);
 		report_num(&r, "%.3f", beside / build);
 		report_num(&r, "%.2f", back_beside);

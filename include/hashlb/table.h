@@ -152,7 +152,9 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * rather than merged again; so they are where <also> keeps the survivors' table of that down
  * set (a retry table, made again for each snapshot while a backend fails connects, from a
  * table that keeps none: a population, about 0.5 s at the largest M, each time), and that
- * survivors' table is shared too where the table would keep its own; and wherever its
+ * survivors' table is shared too where the table would keep its own; so they are too where
+ * the table keeps <base>'s outage instead (a retry table beside a backend down for good),
+ * which leaves no survivors of its own to keep; and wherever its
  * effective entries are the very array <also> holds owner blocks over (weights more than 16
  * times apart), it holds those blocks too rather than builds them. Each is a pass over M entries fewer (the survivors' table: a
  * population). The table holds the same bytes either way, those arrays shared rather than new.

@@ -1042,9 +1042,9 @@ int hashlb_table_check(const struct hashlb_table_params *p,
  * backend is up or one is down for good (an idle backup among them); else (base has none
  * down that takes turns) t's own survivors' table, populated or copied from base's kept.
  * <also> (NULL accepted) of the same full table and turns lends its effective table where
- * base's kept table would give it by a merge, or where <also> keeps t's survivors' table (a
- * retry table made from the previous snapshot's), which t then keeps too where it keeps its
- * own: no population. Three slot arrays at most: the full, the effective and the kept one.
+ * base's kept table would give it by a merge, where t keeps base's outage, or where <also>
+ * keeps t's survivors' table (a retry table made from the previous snapshot's), which t then
+ * keeps too where it keeps its own: no population. Three slot arrays at most: the full, the effective and the kept one.
  */
 static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *base,
 			     const struct hashlb_table *also)
@@ -1067,14 +1067,15 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 	int ret;
 
 	/* an effective table of base's of t's turns over the same full table is t's own; so is
-	 * <also>'s where base's kept table would give it by a merge (no survivors to keep), or
-	 * where <also> keeps the survivors a population would give */
+	 * <also>'s where base's kept table would give it by a merge, where t keeps base's outage
+	 * (no survivors of its own to keep), or where <also> keeps the survivors a population
+	 * would give */
 	surv = NULL;
 	if (same)
 		t->slots = slots_ref(base->slots);
 	else if (kept_match && !base->kept_survivors)
 		t->slots = slots_ref(base->kept_slots);
-	else if ((kept_match || also_surv) && also_same)
+	else if ((kept_match || base_out || also_surv) && also_same)
 		t->slots = slots_ref(also->slots);
 	else if ((ret = maglev_effective(t, kept_match ? base->kept_slots : NULL, &surv)) < 0)
 		return ret;

@@ -521,10 +521,10 @@ void hlb_match_reads_add(uint64_t n);
  * Nothing is changed if it cannot be built (a retry then takes the
  * preference list's next backend, as without it). <prev> (NULL accepted;
  * only read, alive for the call) is the snapshot <s> replaces: where its
- * retry table is of the same backends down over the same full table and
- * keeps their survivors' table (each snapshot while a backend fails
- * connects before its verdict), the new one shares its slots, not
- * populated again (about 0.5 s at the largest M, each snapshot).
+ * retry table is of the same backends down over the same full table (each
+ * snapshot while a backend fails connects before its verdict), the new one
+ * shares its slots (hashlb_table_with_down_from()), not populated again
+ * (about 0.5 s at the largest M, each snapshot).
  */
 void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing,
 			    const struct hlb_snapshot *prev);
