@@ -582,11 +582,20 @@ static int owner_blocks_build(const uint16_t *own, uint32_t n, uint16_t (**ret_b
 		uint32_t ln = 0;
 
 		for (uint32_t r = q * per_large; r < n_small && r < (q + 1) * per_large; r++) {
-			uint16_t set[OWNER_SET];
+			uint16_t set[OWNER_SET], last = 0;
 			uint32_t sn = 0, end = (r + 1) << OWNER_SMALL_BITS;
 
-			for (uint32_t j = r << OWNER_SMALL_BITS; j < end && j < n; j++)
-				owner_set_add(set, &sn, own[j]);
+			/* an owner the entry before had is in the set already, and a set of
+			 * many stays so: with weights far apart most entries repeat the one
+			 * before (a pool of 2), or a block has many owners within its first
+			 * entries (hundreds of backends), where every entry was looked up */
+			for (uint32_t j = r << OWNER_SMALL_BITS;
+			     j < end && j < n && sn <= OWNER_SET; j++) {
+				if (sn && own[j] == last)
+					continue;
+				last = own[j];
+				owner_set_add(set, &sn, last);
+			}
 			owner_set_store(small[r], set, sn);
 			if (sn > OWNER_SET)
 				ln = OWNER_SET + 1;

@@ -413,8 +413,8 @@ static void test_preference_skewed(void **state)
 {
 	static const struct {
 		size_t n;
-		uint32_t w[6];
-		bool down[6];
+		uint32_t w[8];
+		bool down[8];
 	} shapes[] = {
 		{ 2, { 10000, 1 }, { 0 } },
 		{ 3, { 10000, 10000, 1 }, { 0 } },
@@ -423,6 +423,8 @@ static void test_preference_skewed(void **state)
 		  { 10000, 20, 1, 9000, 10000, 3 },
 		  { false, false, false, true, false, false } },
 		{ 4, { 17, 1, 1, 1 }, { 0 } },
+		/* blocks of 4 owners or 5 (the set of many), the fifth anywhere in them */
+		{ 8, { 100, 1, 1, 1, 1, 1, 1, 1 }, { 0 } },
 	};
 
 	for (int s = 0; s < 2; s++) {
