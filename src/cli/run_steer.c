@@ -612,13 +612,16 @@ static struct run_steer_svc *iface_taken(struct run_steer *rs, const struct run_
  * the config on it (by its names' index, an altname too) and two more, for
  * services a reload adds (a reload past them: a program of one table
  * replaced, share(); else not started, told to restart).
- * Of several, each table's capacities, into <o>, fit the largest of those
- * services' configs (else every table had the first table's, and a larger
- * service's was refused); a service alone's program is sized by its first
- * table.
+ * Each table's capacities, into <o>, fit the largest of those services'
+ * configs (else every table had the first table's, and a larger service's was
+ * refused), and <first>, <e>'s first table (its weights may be ones set at run
+ * time). A service alone there too: its program was sized by its first table
+ * alone, which holds a ring's primaries or its backups, not the heavier of
+ * the two that a reload's check counts (run_steer_fits()), so that a reload
+ * changing nothing, or the failover to heavier backups, replaced the program.
  */
 static uint32_t iface_services(const struct run_steer *rs, const struct run_steer_svc *e,
-			       struct hashlb_steer_opts *o)
+			       const struct hashlb_steer_needs *first, struct hashlb_steer_opts *o)
 {
 	unsigned int ifindex = if_nametoindex(e->iface);
 	uint32_t n = 0;
@@ -634,11 +637,9 @@ static uint32_t iface_services(const struct run_steer *rs, const struct run_stee
 		 * defaults, as a program sized by its first table has */
 		hashlb_steer_size_add(o, &s->need);
 	}
-	if (n < 2) {
-		/* sized by its first table, as before */
-		o->max_backends = o->max_maglev_m = o->max_ring_points = 0;
-		return 1;
-	}
+	hashlb_steer_size_add(o, first);
+	if (n < 2)
+		return 1; /* its backends capped by hashlb_steer_open() */
 	n = n + 2 < HASHLB_STEER_TABLES_MAX ? n + 2 : HASHLB_STEER_TABLES_MAX;
 	/* the tables' backend slots share conntrack's 16 bits */
 	if (o->max_backends > HLB_STEER_BACKEND_NONE / n)
@@ -1129,6 +1130,17 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
 	return 0;
 }
 
+/* What <snap>'s table, as it is (its backends up, its weights), needs of a program. */
+static struct hashlb_steer_needs snap_needs(const struct hlb_snapshot *snap)
+{
+	struct hashlb_table_view v;
+
+	hashlb_table_view(snap->table, &v);
+	return (struct hashlb_steer_needs){ .backends = snap->n_backends,
+					    .maglev_m = v.m,
+					    .ring_points = v.n_points };
+}
+
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
@@ -1179,8 +1191,9 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			return;
 		}
 		struct run_steer_svc *other = iface_taken(rs, e);
+		struct hashlb_steer_needs first = snap_needs(snap);
 
-		o.tables = iface_services(rs, e, &o);
+		o.tables = iface_services(rs, e, &first, &o);
 		/* Another service steers there (under this name or another of
 		 * the interface's): a table of its program. Else the replaced
 		 * hashlb's program (an upgrade), or one whose process is gone
@@ -1408,16 +1421,10 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				     &err);
 	/* a program taken over (an orphan) sized for a smaller config: grown for this one */
 	if (ret == -E2BIG) {
-		struct hashlb_table_view v;
+		struct hashlb_steer_needs need = snap_needs(snap);
 		struct hashlb_error why = { 0 };
-		int g;
+		int g = grow_for(rs, e, &need, &why);
 
-		hashlb_table_view(snap->table, &v);
-		g = grow_for(rs, e,
-			     &(struct hashlb_steer_needs){ .backends = snap->n_backends,
-							   .maglev_m = v.m,
-							   .ring_points = v.n_points },
-			     &why);
 		if (g == 0)
 			ret = hashlb_steer_set_table(e->steer, snap->table, snap->key,
 						     &snap->hash_prefix, dests, &err);

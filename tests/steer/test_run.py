@@ -4,7 +4,8 @@ namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's t
 backend's host is gone (no neighbour entry); a table refused because a backend's MAC is not known
 yet is published once it is, with no other change, and one refused because a backend is routed
 (in none of the interface's subnets) says so; a backend in maint, and a backup when the others
-return, keep their established connections; a stop drains the connections held through the kernel
+return, keep their established connections; a ring whose backup outweighs its primaries has a
+program loaded for the backup, grown neither by a reload nor by the failover; a stop drains the connections held through the kernel
 path up to timeouts.drain, new clients refused (the VIP the program serves: the old one while a
 reload's new listen is not published), ends as soon as they have (closed by their client), and a
 second SIGTERM ends that at once, and with timeouts.drain: never only they end
@@ -1021,6 +1022,19 @@ def reload_listen(topo, servers):
         T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
 
 
+def primaries_down(d, servers, tag):
+    """b1's and b2's servers stopped: both taken down by <d>'s health checks, and the table
+    of the backup b3 published."""
+    for i in (0, 1):
+        servers[i].terminate()
+        servers[i].wait(timeout=10)
+    missing = d.wait_each([f'msg="backend down" service=web backend={name} '
+                           for name in ("b1", "b2")], 10)
+    check(not missing, f"{tag}: not taken down: {missing}")
+    check(d.wait_log("kernel steering table published", 10) is not None,
+          f"{tag}: no table published with b1 and b2 down")
+
+
 def backup(topo, servers):
     """b3 a backup: while b1 and b2 are down every client goes to b3; when they return the
     new clients go to them, and b3's established connections stay (close_on_return: false)."""
@@ -1028,14 +1042,7 @@ def backup(topo, servers):
     try:
         check(d.wait_log("kernel steering table published", 15) is not None,
               "backup: no table published at start")
-        for i in (0, 1):
-            servers[i].terminate()
-            servers[i].wait(timeout=10)
-        missing = d.wait_each([f'msg="backend down" service=web backend={name} '
-                               for name in ("b1", "b2")], 10)
-        check(not missing, f"backup: not taken down: {missing}")
-        check(d.wait_log("kernel steering table published", 10) is not None,
-              "backup: no table published with b1 and b2 down")
+        primaries_down(d, servers, "backup")
         client, held = hold(topo)
         check(set(held.values()) == {"b3"}, f"backup: not every client on b3: {held}")
         servers[:2] = topo.serve(PEER, 2)
@@ -1047,6 +1054,43 @@ def backup(topo, servers):
         got, lost = followed(topo, d, client, held, "backup", "b3")
         print(f"backup: b1, b2 back: {lost} of {len(held)} connections on b3 lost; new clients "
               f"{dict(got)}", flush=True)
+    finally:
+        d.stop()
+
+
+def ring_backup(topo, servers):
+    """A ring of vnodes 10,000 over b1 and b2 (weight 1: 20,000 points) with b3 a backup of
+    weight 10 (100,000 points, in the table only while no primary is): the program is loaded
+    for the heavier of the two (docs/steering.md, Program size), so a reload that changes
+    nothing grows nothing, and once b1 and b2 are down the backup's table is published into
+    the program as it is, new clients reaching b3 through the kernel path. Before, a program
+    of one table was sized by its first table alone (the primaries', 65,536 points), as the
+    reload's check never counts it: that reload replaced the program ('kernel steering
+    program grown', the hook swapped for a change of nothing), or else the failover did."""
+    yaml = service(topo, backends={2: ", backup: true, weight: 10"}).replace(
+        "    interface: eth0\n", "    interface: eth0\n    scheme: ring\n    vnodes: 10000\n")
+    d = Daemon(topo, yaml).start()
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     f"ring backup: no table published at start: {d.lines[-1:]}"):
+            return
+        start = len(d.lines)
+        d.skip_log()
+        p = d.ctl("reload")
+        # logged after the reload's check, which is where a reload grows the program
+        check(p.returncode == 0 and d.wait_log("msg=reloaded ", 10) is not None,
+              f"ring backup: the reload refused: {p.stdout} {p.stderr}")
+        grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+        check(not grown_l, f"ring backup: a reload that changes nothing grew the program: "
+              f"{grown_l}")
+        primaries_down(d, servers, "ring backup")
+        grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+        check(not grown_l, f"ring backup: the failover to the backup grew the program: "
+              f"{grown_l}")
+        got = steered(topo, "ring backup: b1 and b2 down")
+        check(got == {"b3": 20}, f"ring backup: new clients not all on b3: {dict(got)}")
+        print(f"ring backup: reload and failover, no growth; new clients {dict(got)}",
+              flush=True)
     finally:
         d.stop()
 
@@ -3825,7 +3869,8 @@ def body(topo):
              ("stop_drain_never_ends", stop_drain_never_ends),
              ("stop_half_closed", stop_half_closed),
              ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
-             ("backup", backup), ("reload_listen", reload_listen), ("sigkill", sigkill),
+             ("backup", backup), ("ring_backup", ring_backup),
+             ("reload_listen", reload_listen), ("sigkill", sigkill),
              ("driven_later", driven_later),
              ("worker_failed", worker_failed),
              ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
