@@ -176,7 +176,12 @@ class Topo:
     def deaf(self, i, on=True):
         """Backend <i> answers no ARP request while <on> (its eth0's arp_ignore 8, above the
         all's 1): the LB cannot learn its MAC, whatever it sends it, until the test lets go
-        (<on> False: the all's again). A test that needs a MAC unknown a while holds it so."""
+        (<on> False: the all's again). A test that needs a MAC unknown a while holds it so.
+        IPv4 only: arp_ignore does not touch NDP, so the LB still learns the MAC of the
+        backend's IPv6 address (its IPv6 entry), which a backend given by that address needs.
+        Nor does it stop the LB learning from the backend's own ARP requests once the LB
+        has an entry of it (INCOMPLETE or FAILED, from anything that sent to it): hold it
+        with the LB's entry deleted and nothing in the LB sending to the backend."""
         sh("sysctl", "-q", "-w", f"net.ipv4.conf.eth0.arp_ignore={8 if on else 0}",
            ns=self.backends[i])
 
