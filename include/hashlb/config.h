@@ -111,6 +111,9 @@ struct hashlb_health_cfg {
 	/* where passive_hold is written (line 0: not written): with checks on or passive off it
 	 * is read by nothing, which hashlb_config_warnings() says */
 	struct hashlb_pos passive_hold_pos;
+	/* where port, send and expect are written (line 0: not written): with checks off they are
+	 * read by nothing, which hashlb_config_warnings() says */
+	struct hashlb_pos port_pos, send_pos, expect_pos;
 };
 
 /* TCP keepalive on both sockets of every connection (client and backend). */

@@ -1632,13 +1632,20 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 		if (r < 0)
 			return r;
 		h->port = (uint16_t)port;
+		h->port_pos = map_key(m, "port")->pos;
 	}
-	if ((v = map_get(m, "send")) &&
-	    (r = get_bytes(ld, v, "send", CHECK_PAYLOAD_MAX, &h->send, &h->send_len)) < 0)
-		return r;
-	if ((v = map_get(m, "expect")) &&
-	    (r = get_bytes(ld, v, "expect", CHECK_PAYLOAD_MAX, &h->expect, &h->expect_len)) < 0)
-		return r;
+	if ((v = map_get(m, "send"))) {
+		r = get_bytes(ld, v, "send", CHECK_PAYLOAD_MAX, &h->send, &h->send_len);
+		if (r < 0)
+			return r;
+		h->send_pos = map_key(m, "send")->pos;
+	}
+	if ((v = map_get(m, "expect"))) {
+		r = get_bytes(ld, v, "expect", CHECK_PAYLOAD_MAX, &h->expect, &h->expect_len);
+		if (r < 0)
+			return r;
+		h->expect_pos = map_key(m, "expect")->pos;
+	}
 	if ((v = map_get(m, "close_on_down")) &&
 	    (r = get_bool(ld, v, "close_on_down", &h->close_on_down)) < 0)
 		return r;
@@ -3144,6 +3151,40 @@ static void service_passive_hold_unread(const struct hashlb_config *c,
 	(*n)++;
 }
 
+/* Service <s>'s health.port, send or expect written with checks off (health.enabled: false):
+ * only a check connects to that port or exchanges those bytes, so each is read by nothing (a
+ * passive-only service's backends are tried again by clients). One warning a key, at the key,
+ * into <w>[*n] (while below <max>), counted in <*n>. */
+static void service_check_keys_unread(const struct hashlb_config *c,
+				      const struct hashlb_service_cfg *s, struct hashlb_error *w,
+				      size_t max, size_t *n)
+{
+	const struct {
+		const char *key;
+		struct hashlb_pos pos;
+	} keys[] = {
+		{ "port", s->health.port_pos },
+		{ "send", s->health.send_pos },
+		{ "expect", s->health.expect_pos },
+	};
+	char msg[320];
+
+	if (s->health.enabled)
+		return;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (!keys[i].pos.line)
+			continue;
+		if (*n < max) {
+			snprintf(msg, sizeof(msg),
+				 "service '%s': health.%s is used only by the health checks, which "
+				 "are off (health.enabled: false): the setting does nothing here",
+				 s->name, keys[i].key);
+			warning_at(c, keys[i].pos, msg, w + *n);
+		}
+		(*n)++;
+	}
+}
+
 static int pos_cmp(struct hashlb_pos x, struct hashlb_pos y)
 {
 	if (x.line != y.line)
@@ -3249,6 +3290,7 @@ int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *r
 
 		service_none_takes_clients(c, &c->services[i], ret_warnings, max, &n);
 		service_passive_hold_unread(c, &c->services[i], ret_warnings, max, &n);
+		service_check_keys_unread(c, &c->services[i], ret_warnings, max, &n);
 		r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
 		if (r < 0)
 			return r;

@@ -1766,6 +1766,35 @@ static void test_passive_hold_with_passive_off_warns(void **state)
 }
 
 /*
+ * health.port, send and expect written with checks off are read by nothing (only a check
+ * connects there or sends them; passive-only backends are tried again by clients): each is
+ * warned of at its key. Not with checks on, where the checks use them.
+ */
+static void test_check_keys_with_checks_off_warn(void **state)
+{
+	struct hashlb_error w[4];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok(MINIMAL "    health:\n      enabled: false\n      port: 8008\n"
+			    "      send: \"PING\\r\\n\"\n      expect: \"+PONG\"\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 3);
+	assert_int_equal(w[0].line, 9);
+	assert_int_equal(w[0].column, 7); /* the key's */
+	assert_string_equal(w[0].msg,
+			    "service 'web': health.port is used only by the health checks, "
+			    "which are off (health.enabled: false): the setting does "
+			    "nothing here");
+	assert_int_equal(w[1].line, 10);
+	assert_non_null(strstr(w[1].msg, "health.send is used only by the health checks"));
+	assert_int_equal(w[2].line, 11);
+	assert_non_null(strstr(w[2].msg, "health.expect is used only by the health checks"));
+	hashlb_config_free(c);
+	assert_no_warning(MINIMAL "    health: {port: 8008, send: \"PING\", expect: \"+PONG\"}\n");
+	assert_no_warning(MINIMAL "    health: {enabled: false}\n");
+}
+
+/*
  * A duration written as a number alone loads as milliseconds (old files keep loading) but is
  * warned of at its place, with what it was read as and how to write it: "connect: 5" meant
  * 5s more likely than 5ms. Seconds are suggested only where they are in range and a day at
@@ -4509,6 +4538,7 @@ int main(void)
 		cmocka_unit_test(test_bare_duration_warned),
 		cmocka_unit_test(test_passive_hold_with_checks_on_warns),
 		cmocka_unit_test(test_passive_hold_with_passive_off_warns),
+		cmocka_unit_test(test_check_keys_with_checks_off_warn),
 		cmocka_unit_test(test_bare_duration_suggestions),
 		cmocka_unit_test(test_bare_duration_anchor_two_settings),
 		cmocka_unit_test(test_loop),
