@@ -272,6 +272,22 @@ static const char *closest_key(const char *key, const char *const *keys)
 	return NULL;
 }
 
+/* The longest valid key of 4 letters or more that <key> starts with, for a key that says more
+ * than hashlb's name for it: "listen_address", "healthcheck", "admin_address" (other tools'
+ * names), too far apart to be a typo. NULL if none. */
+static const char *prefix_key(const char *key, const char *const *keys)
+{
+	const char *best = NULL;
+
+	for (size_t i = 0; keys[i]; i++) {
+		size_t n = strlen(keys[i]);
+
+		if (n >= 4 && strncasecmp(key, keys[i], n) == 0 && (!best || n > strlen(best)))
+			best = keys[i];
+	}
+	return best;
+}
+
 static void underscore_variant(const char *key, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s", key);
@@ -440,6 +456,9 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 			underscore_variant(k->text, alt, sizeof(alt));
 			hint = closest_key(alt, keys);
 			home = key_home(k->text, keys);
+			/* not for a key valid elsewhere: its home says more than a prefix */
+			if (!hint && !home)
+				hint = prefix_key(alt, keys);
 			if (hint && home)
 				return fail(
 					ld, k,

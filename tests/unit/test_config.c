@@ -466,6 +466,17 @@ static void test_unknown_keys(void **state)
 		     "unknown key 'connect_timeout' in service: timeouts go under 'timeouts' "
 		     "(timeouts: {connect: ...})");
 	expect_error(MINIMAL "    drain_timeout: 2s\n", 7, 5, "(timeouts: {drain: ...})");
+	/* Another tool's longer name for a key, too far to be a typo, that starts with hashlb's:
+	 * that key is suggested (before, nothing was). Not for a key valid elsewhere: its home. */
+	expect_error(MINIMAL "    healthcheck: {interval: 2s}\n", 7, 5,
+		     "unknown key 'healthcheck' in service (did you mean 'health'?)");
+	expect_error(MINIMAL "    listen_address: 127.0.0.1:80\n", 7, 5,
+		     "unknown key 'listen_address' in service (did you mean 'listen'?)");
+	expect_error("admin_address: 127.0.0.1:9901\n" MINIMAL, 1, 1,
+		     "unknown key 'admin_address' in the configuration (did you mean 'admin'?)");
+	expect_error(
+		MINIMAL "        max_connections_per_client: 2\n", 7, 9,
+		"unknown key 'max_connections_per_client' in backend: it belongs in a service");
 	/* Nothing close: no suggestion. */
 	{
 		struct hashlb_config *c = NULL;
