@@ -19,7 +19,7 @@ static void usage(FILE *f)
 		   "\n"
 		   "SYNOPSIS\n"
 		   "  hashlb check -c FILE [-q] [--admin ADDR:PORT|unix:/PATH|off]\n"
-		   "  hashlb check -c FILE --against OLD\n"
+		   "  hashlb check -c FILE --against OLD [--admin ADDR:PORT|unix:/PATH|off]\n"
 		   "\n"
 		   "DESCRIPTION\n"
 		   "  Loads FILE exactly as hashlb run would: YAML syntax, every key and\n"
