@@ -80,6 +80,16 @@ struct ybuilder {
 };
 
 /*
+ * The bytes of the UTF-8 BOM that starts <text> (<len> bytes), 3 or 0. YAML reads it as no
+ * character: libfyaml gives it no column, and every position counted here from the text
+ * must step over it alike, or one on line 1 is a column off.
+ */
+static size_t ybom_len(const char *text, size_t len)
+{
+	return len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+}
+
+/*
  * <pos>, or the end of the text if it lies past it: libfyaml places an
  * error at the end of a text with no final newline on the line after it,
  * and an empty block scalar ("|" alone) past its indicator.
@@ -232,6 +242,8 @@ static bool block_indicator(const struct ybuilder *b, size_t next, int line, str
 		end--;
 	for (start = end; start > 0 && t[start - 1] != '\n'; start--)
 		;
+	if (start == 0)
+		start = ybom_len(t, end);
 	/* the comment, if any: '#' after a blank, outside quotes (a quoted key) */
 	for (stop = start; stop < end; stop++) {
 		if (quote) {
@@ -409,7 +421,7 @@ static int version_directive(struct ybuilder *b, struct fy_document_state *ds)
 		return 0;
 	/* at the directive's line (the document state's mark is its "---"), a
 	 * directive being a line of its own before it, the first past a BOM */
-	i = b->len >= 3 && memcmp(b->text, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+	i = ybom_len(b->text, b->len);
 	for (line = 1; i + 5 <= b->len && memcmp(b->text + i, "%YAML", 5) != 0; line++) {
 		const char *nl = memchr(b->text + i, '\n', b->len - i);
 
@@ -574,7 +586,7 @@ static void diag_sink(struct fy_diag *diag, void *user, const char *buf, size_t 
 static size_t pos_offset(const struct ybuilder *b, struct hashlb_pos pos)
 {
 	const char *t = b->text;
-	size_t i = 0;
+	size_t i = ybom_len(t, b->len);
 	int line = 1, col = 1;
 
 	while (i < b->len && line < pos.line)
@@ -628,8 +640,8 @@ static int32_t invisible_on_line(const struct ybuilder *b, int line, struct hash
 		l += t[i++] == '\n';
 	if (l != line)
 		return -1;
-	if (i == 0 && b->len >= 3 && memcmp(t, "\xef\xbb\xbf", 3) == 0)
-		i = 3; /* no column either, as libfyaml counts them */
+	if (i == 0)
+		i = ybom_len(b->text, b->len);
 	for (; i < b->len && t[i] != '\n'; i += n, col++) {
 		int32_t c = yutf8_decode(t + i, b->len - i, &n);
 
@@ -854,11 +866,10 @@ static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_po
 {
 	const unsigned char *s = (const unsigned char *)text;
 	struct hashlb_pos pos = { 1, 1 }, run_pos = pos;
-	size_t i = 0, n, run = 0, run_at = 0;
+	size_t i, n, run = 0, run_at = 0;
 	bool indent = true, comment = false; /* of the line, so far */
 
-	if (len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
-		i = 3; /* a BOM, which libfyaml gives no column */
+	i = ybom_len(text, len); /* no column, as libfyaml gives it */
 	while (i < len) {
 		if ((s[i] == ' ' || s[i] == '\t') && !indent && !comment) {
 			if (!run++) {

@@ -262,6 +262,54 @@ static void test_invisible_character_in_syntax(void **state)
 }
 
 /*
+ * An error on line 1 of a config that starts with a UTF-8 BOM (as some Windows editors
+ * write) names the column and says what it would without the BOM: libfyaml gives the BOM
+ * no column, and the hints hashlb adds read the text at its position. Before, they read it
+ * a byte early there: the IPv6 quoting hint, the "still open" one at a mismatched closer
+ * and a block scalar's column were lost or a column off.
+ */
+static void expect_same_with_bom(const char *yaml, const char *what)
+{
+	struct hashlb_error plain, bom;
+	struct hashlb_config *c = NULL;
+	char text[512];
+
+	assert_true(strlen(yaml) + 3 < sizeof(text));
+	snprintf(text, sizeof(text), "\xef\xbb\xbf%s", yaml);
+	memset(&plain, 0, sizeof(plain));
+	memset(&bom, 0, sizeof(bom));
+	assert_true(hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &plain) < 0);
+	assert_true(hashlb_config_parse(text, strlen(text), "t.yaml", &c, &bom) < 0);
+	if (plain.line != 1 || !strstr(plain.msg, what))
+		fail_msg("'%s': expected an error on line 1 with '%s', got %d:%d '%s'", yaml, what,
+			 plain.line, plain.column, plain.msg);
+	if (bom.line != plain.line || bom.column != plain.column || strcmp(bom.msg, plain.msg))
+		fail_msg("'%s': %d:%d '%s' without a BOM, %d:%d '%s' with one", yaml, plain.line,
+			 plain.column, plain.msg, bom.line, bom.column, bom.msg);
+}
+
+static void test_bom_line_one_same_error(void **state)
+{
+	expect_same_with_bom("admin: [::1]:8080\n", "an IPv6 address and port must be quoted");
+	expect_same_with_bom("services: [{a: b]\n", "the '{' at 1:12 is still open");
+	expect_same_with_bom("services: {a: [b}\n", "the '[' at 1:15 is still open");
+	expect_same_with_bom("services: |\n  x\n", "'services' must be a list");
+	expect_same_with_bom("admin: >-\n  x\n", "'admin': 'x' is not a valid address");
+	expect_same_with_bom("services: \"x\"\n", "'services' must be a list");
+	expect_same_with_bom("services: *x\n", "alias '*x'");
+	expect_same_with_bom("services: !!str x\n", "a YAML tag ('!!str')");
+	expect_same_with_bom("services: [a, b]]\n", "invalid extra closing bracket");
+	expect_same_with_bom("a: \"x\" b\n", "invalid trailing content");
+	expect_same_with_bom("services: [\"a\", 'b' x]\n", "missing comma");
+	expect_same_with_bom("admin:\xc2\xa0x: 1\nb\n", "at U+00A0");
+	expect_same_with_bom("a: 1\x01\n", "a control character");
+	expect_same_with_bom("a: \xff\n", "byte 0xff");
+	expect_same_with_bom("%YAML 1.1\n---\na: 1\n", "%YAML 1.1");
+	expect_same_with_bom("sérvices: 1\n", "unknown key 'sérvices'");
+	expect_same_with_bom("services: []\n", "");
+}
+
+/*
  * A tab before a block indicator after a complex key's ':' is refused, and
  * the refusal does not crash: libfyaml 0.7.12 frees a key twice there, and
  * destroying its parser after that was a SIGSEGV in hashlb check and in a
@@ -4508,6 +4556,7 @@ int main(void)
 		cmocka_unit_test(test_not_a_mapping),
 		cmocka_unit_test(test_yaml_syntax),
 		cmocka_unit_test(test_invisible_character_in_syntax),
+		cmocka_unit_test(test_bom_line_one_same_error),
 		cmocka_unit_test(test_tab_after_complex_key),
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_lone_cr),
