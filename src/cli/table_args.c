@@ -84,8 +84,11 @@ bad:
 int table_args_list_add(char **list, const char *arg)
 {
 	size_t old = *list ? strlen(*list) : 0, len = strlen(arg);
-	char *l = realloc(*list, old + len + 2);
+	char *l;
 
+	if (old && !len) /* an empty one names none, as alone: no empty name after a comma */
+		return 0;
+	l = realloc(*list, old + len + 2);
 	if (!l)
 		return -ENOMEM;
 	if (old)
@@ -128,7 +131,9 @@ const char *table_args_mark(const char *list, const struct hashlb_backend_spec *
 
 	for (size_t i = 0; i < n && ret_in; i++)
 		ret_in[i] = false;
-	for (const char *p = list; p && *p; p += l + (p[l] == ',')) {
+	/* An empty list names none (a script's empty variable); a comma that ends it is an
+	 * empty name after it, refused as one between two is ("a," for "a,b" cut short). */
+	for (const char *p = list && *list ? list : NULL; p; p = p[l] == ',' ? p + l + 1 : NULL) {
 		ssize_t k = list_match(p, specs, n, &l);
 
 		if (k < 0 && !bad) {

@@ -262,6 +262,15 @@ for args, status, msg in [
     (("steer", "-c", STEER_CFG, "--drain", "a,,b"), 2,
      "hashlb steer: --drain 'a,,b' has an empty name: give A,B,... (backend names, a comma "
      "between two)\n"),
+    # and one after a comma that ends the list, as refused as one between two ("a," was
+    # taken as "a": "a,b" cut short in a script went through silently)
+    (("steer", "-c", STEER_CFG, "--drain", "a,"), 2,
+     "hashlb steer: --drain 'a,' has an empty name: give A,B,... (backend names, a comma "
+     "between two)\n"),
+    (("steer", "-c", STEER_CFG, "--down", "a,"), 2, "--down 'a,' has an empty name"),
+    (("table", "--down", "a,", "a", "b"), 2, "hashlb table: --down 'a,' has an empty name"),
+    (("lookup", "--down", "a,", "10.0.0.1", "a", "b"), 2, "--down 'a,' has an empty name"),
+    (("lookup", "-c", DEMO, "--down", ",", "10.0.0.1"), 2, "--down ',' has an empty name"),
     (("lookup", "-c", DEMO, "--service", "x", "10.0.0.1"), 2, "--service 'x'"),
     (("steer", "-c", STEER_CFG, "--service", "x"), 2, "--service 'x'"),
     (("steer", "-c", DEMO), 2, "no service has steering: kernel"),
@@ -602,6 +611,18 @@ for args, status, msg in [
     p = run(*args, ok=False)
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")
     check(msg in p.stderr, f"hashlb {' '.join(args)}: stderr {p.stderr!r} lacks {msg!r}")
+
+# An empty list names no backend, given alone or after another (a script's empty variable:
+# --down "$DOWN"): what is down is what the other lists name. "--down a --down ''" is not
+# "a," with an empty name after it.
+for extra, want_down in (((), ()), (("--down", ""), ()), (("--down", "a", "--down", ""), ("a",)),
+                         (("--down", "", "--down", "a"), ("a",))):
+    p = run("table", *extra, "--dump", "a", "b")
+    want = run("table", *[x for d in want_down for x in ("--down", d)], "--dump", "a", "b")
+    check(p.stdout == want.stdout, f"hashlb table {' '.join(extra)}: {p.stdout[:200]!r}")
+    p = run("lookup", *extra, "10.0.0.1", "a", "b")
+    want = run("lookup", *[x for d in want_down for x in ("--down", d)], "10.0.0.1", "a", "b")
+    check(p.stdout == want.stdout, f"hashlb lookup {' '.join(extra)}: {p.stdout!r}")
 
 # An endpoint that cannot be reached is said once, not once per client of ctl lookup (each of
 # which could wait --timeout for an endpoint that does not answer): it was said 3 times.
