@@ -2050,16 +2050,27 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
 static int sockets_fds[SOCKETS_MAX];
 static const char *sockets_addrs[SOCKETS_MAX];
 
-static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
-		    struct hlb_http_resp *resp)
+/* What a GET /sockets asks (sockets_refused()): only=settings, or the taker it names and
+ * proves (else the pid it named that is not the asker, or the asker gone). */
+struct sockets_ask {
+	bool only;
+	long taker, claimed, gone;
+};
+
+/*
+ * Whether GET /sockets <req> is refused, and so it is in <resp> (a 400, or a 409 at PID 1);
+ * else what it asks in *<a>. The handler's refusals, all of them, and hlb_admin_fds()'s too:
+ * one that will be refused does not wait for room for descriptors it will not carry (it
+ * waited, and got a 503 after the endpoint's timeout instead of its answer).
+ */
+static bool sockets_refused(const struct hlb_http_req *req, struct hlb_http_resp *resp,
+			    struct sockets_ask *a)
 {
-	int *fds = sockets_fds;
-	const char **addrs = sockets_addrs;
 	char buf[HLB_HTTP_VALUE_MAX + 1];
 	const char *v;
-	uint32_t pid = 0, n;
-	long taker, claimed = 0, gone = 0;
+	uint32_t pid = 0;
 
+	*a = (struct sockets_ask){ 0 };
 	/* its answer is the lines a taker reads, in text whatever is asked: format=text only
 	 * makes a refusal text too (before, format=json was taken and answered in text). No
 	 * JSON form: the lines are the handover itself, the descriptors riding on them and
@@ -2071,13 +2082,13 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 			"taking the listening sockets over reads, the descriptors riding on them; "
 			"each service's listen and bound addresses are in GET /status (JSON): "
 			"give format=text or no format here");
-		return;
+		return true;
 	}
 	v = hlb_http_param(req, "only", buf, sizeof(buf));
 	if (v && strcmp(v, "settings")) {
 		resp_error(resp, 400, "only takes settings (the run-time settings alone): not '%s'",
 			   v);
-		return;
+		return true;
 	}
 	if (v) {
 		/* a look, not a handover: a taker here would be named for sockets it
@@ -2085,47 +2096,69 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 		if (hlb_http_param(req, "taker", buf, sizeof(buf))) {
 			resp_error(resp, 400,
 				   "only=settings hands nothing over: give taker without it");
-			return;
+			return true;
 		}
-		resp->ctype = "text/plain; charset=utf-8";
-		hlb_control_handover(ctl, &resp->body);
-		return;
+		a->only = true;
+		return false;
 	}
 	v = hlb_http_param(req, "taker", buf, sizeof(buf));
 	if (v && (parse_u32(v, INT32_MAX, &pid) < 0 || pid == 0)) {
 		resp_error(resp, 400, "taker must be a process id, in digits: not '%s'", v);
-		return;
+		return true;
 	}
-	taker = pid;
-	if (taker && hlb_fdpass_peer_gone(req->fd)) {
+	a->taker = pid;
+	if (a->taker && hlb_fdpass_peer_gone(req->fd)) {
 		/* it gave up waiting (this process stopped or busy for 10 s) and bound
 		 * sockets of its own: it reads nothing of this, and hands nothing back */
-		gone = taker;
-		taker = 0;
-	} else if (taker && !hlb_fdpass_peer_is(req->fd, (pid_t)taker)) {
-		claimed = taker;
-		taker = 0;
-	} else if (taker && getpid() == 1) {
+		a->gone = a->taker;
+		a->taker = 0;
+	} else if (a->taker && !hlb_fdpass_peer_is(req->fd, (pid_t)a->taker)) {
+		a->claimed = a->taker;
+		a->taker = 0;
+	} else if (a->taker && getpid() == 1) {
 		/* As SIGUSR2 is refused: a taker proven to be the asker is a process of this
 		 * PID namespace (SO_PEERCRED gives 0 for one outside it; over TCP its pid is
 		 * read in this one's /proc), which the kernel kills when this one exits. */
 		resp_error(resp, 409,
 			   "cannot hand the listening sockets over to pid %ld: " HLB_UPGRADE_PID1
 			   "; restart the container instead",
-			   taker);
-		if (ctl->log) {
+			   a->taker);
+		return true;
+	}
+	return false;
+}
+
+static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
+		    struct hlb_http_resp *resp)
+{
+	int *fds = sockets_fds;
+	const char **addrs = sockets_addrs;
+	struct sockets_ask a;
+	long taker, claimed, gone;
+	uint32_t n;
+
+	if (sockets_refused(req, resp, &a)) {
+		if (a.taker && ctl->log) { /* at PID 1 */
 			char kv[320];
 
 			snprintf(kv, sizeof(kv),
 				 "taker=%ld reason=\"" HLB_UPGRADE_PID1
 				 "\" note=\"restart the container, or run hashlb under an init "
 				 "(docker run --init, tini) to hand over\"",
-				 taker);
+				 a.taker);
 			ctl->log(ctl->log_arg, HLB_LOG_WARN, "listening sockets not handed over",
 				 kv);
 		}
 		return;
 	}
+	if (a.only) {
+		resp->ctype = "text/plain; charset=utf-8";
+		hlb_control_handover(ctl, &resp->body);
+		return;
+	}
+	taker = a.taker;
+	claimed = a.claimed;
+	gone = a.gone;
 	n = ctl->listen_fds ? ctl->listen_fds(ctl->daemon, (pid_t)taker, fds, addrs, SOCKETS_MAX)
 			    : 0;
 	if (!n) {
@@ -2348,18 +2381,48 @@ static const struct admin_route *admin_route(const struct hlb_http_req *req,
 	return route;
 }
 
+/*
+ * The route of <req>, or NULL with its refusal in <resp>: no such path or method, a
+ * parameter it does not take or one too long, a format it has not. Every request's, before
+ * its handler runs.
+ */
+static const struct admin_route *admin_admitted(const struct hlb_http_req *req,
+						struct hlb_http_resp *resp)
+{
+	const struct admin_route *route = admin_route(req, resp);
+	char why[128];
+
+	if (!route)
+		return NULL;
+	if (!route->any && !params_known(req, resp, route->params))
+		return NULL;
+	/* only the values of the parameters it takes: /metrics ignores the others, whatever
+	 * their length (a 300-byte module= of a scrape job was a 400, no sample) */
+	if (hlb_http_param_refused(req, route->params, why, sizeof(why))) {
+		resp_error(resp, 400, "%s", why);
+		return NULL;
+	}
+	if (!route->any && !format_known(req, resp))
+		return NULL;
+	return route;
+}
+
 unsigned hlb_admin_fds(void *arg, const struct hlb_http_req *req)
 {
 	struct hlb_control *ctl = arg;
-	char buf[HLB_HTTP_VALUE_MAX + 1];
+	struct hlb_http_resp refusal = { 0 };
+	struct sockets_ask a;
+	bool hands;
 
-	/* a GET /sockets that hands the sockets (not only=settings, which sends none): as many as
-	 * it would send now, for the endpoint to wait for room for their copies before it asks
-	 * (a reload between the two may add some: those wait in poll() if there is none) */
-	if (strcmp(req->method, "GET") || strcmp(req->path, "/sockets") ||
-	    hlb_http_param(req, "only", buf, sizeof(buf)) || !ctl->listen_fds)
+	/* a GET /sockets that hands the sockets (not only=settings, which sends none, nor one the
+	 * handler refuses: a 400 or 409 is its answer, not a 503 after a wait for room): as many
+	 * as it would send now, for the endpoint to wait for room for their copies before it
+	 * asks (a reload between the two may add some: those wait in poll() if there is none) */
+	if (strcmp(req->method, "GET") || strcmp(req->path, "/sockets") || !ctl->listen_fds)
 		return 0;
-	return ctl->listen_fds(ctl->daemon, 0, sockets_fds, sockets_addrs, SOCKETS_MAX);
+	hands = admin_admitted(req, &refusal) && !sockets_refused(req, &refusal, &a) && !a.only;
+	hlb_buf_free(&refusal.body);
+	return hands ? ctl->listen_fds(ctl->daemon, 0, sockets_fds, sockets_addrs, SOCKETS_MAX) : 0;
 }
 
 bool hlb_admin_head(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
@@ -2377,22 +2440,11 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 	bool text = want_text(req);
 	struct hlb_pool_service *s;
 	const char *path = req->path;
-	char why[128];
 
 	if (text)
 		resp->ctype = "text/plain; charset=utf-8";
-	route = admin_route(req, resp);
+	route = admin_admitted(req, resp);
 	if (!route)
-		return;
-	if (!route->any && !params_known(req, resp, route->params))
-		return;
-	/* only the values of the parameters it takes: /metrics ignores the others, whatever
-	 * their length (a 300-byte module= of a scrape job was a 400, no sample) */
-	if (hlb_http_param_refused(req, route->params, why, sizeof(why))) {
-		resp_error(resp, 400, "%s", why);
-		return;
-	}
-	if (!route->any && !format_known(req, resp))
 		return;
 	if (!strcmp(path, "/metrics")) {
 		metrics(ctl, req, resp);

@@ -29,6 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "control/http.h"
 
 /* hlb_http_parse() on a copy of <s> in a buffer of its own length + 1, kept in <in>. */
@@ -2218,18 +2219,24 @@ static void fds_answer(void *arg, const struct hlb_http_req *req, struct hlb_htt
 	resp->n_fds = n;
 }
 
-/* An endpoint of fds_answer() (unix_server()), its timeout 10 minutes: every descriptor it
- * lends the read end of a new pipe, <p>. */
-static struct hlb_http *fds_server(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
-				   int p[2])
+/* An endpoint of <fn> (fds_answer() if NULL; unix_server()), its timeout 10 minutes: every
+ * descriptor fds_answer() lends the read end of a new pipe, <p>. */
+static struct hlb_http *fds_server_of(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
+				      int p[2], hlb_http_handler fn, void *arg)
 {
-	struct hlb_http *h = unix_server(dir, sun, l, fds_answer, NULL);
+	struct hlb_http *h = unix_server(dir, sun, l, fn ? fn : fds_answer, arg);
 
 	hlb_http_set_timeouts(h, 600000, HLB_HTTP_LINGER_MS);
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	for (int i = 0; i < FDS_MORE; i++)
 		fds_lent[i] = p[0];
 	return h;
+}
+
+static struct hlb_http *fds_server(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
+				   int p[2])
+{
+	return fds_server_of(dir, sun, l, p, NULL, NULL);
 }
 
 /*
@@ -2512,6 +2519,75 @@ static void test_fds_answer_without_room_in_time_is_refused(void **state)
 	fds_server_free(h, l, p, &sun, dir);
 }
 
+/* The admin endpoint's GET /sockets (hlb_admin_handle(), hlb_admin_fds()) beside
+ * fds_answer()'s GET /more, which holds the copies: a daemon whose listen_fds() hands
+ * FDS_N descriptors over. */
+static uint32_t sockets_listen_fds(void *daemon, pid_t taker, int *fds, const char **addrs,
+				   uint32_t max)
+{
+	(void)daemon;
+	(void)taker;
+	for (uint32_t i = 0; i < FDS_N && i < max; i++) {
+		fds[i] = fds_lent[0];
+		addrs[i] = "127.0.0.1:1 s";
+	}
+	return FDS_N < max ? FDS_N : max;
+}
+
+static void sockets_or_more(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	if (!strcmp(req->path, "/more"))
+		fds_answer(NULL, req, resp);
+	else
+		hlb_admin_handle(arg, req, resp);
+}
+
+static unsigned sockets_or_more_count(void *arg, const struct hlb_http_req *req)
+{
+	return !strcmp(req->path, "/more") ? FDS_MORE : hlb_admin_fds(arg, req);
+}
+
+/*
+ * A GET /sockets that its handler refuses (format=json, a taker that is no pid, a parameter it
+ * does not take) gets that refusal at once while the descriptor copies are full: it carries
+ * no descriptor, so it waits for no room. Before, it waited like one that hands the sockets
+ * over, and was answered 503 after the endpoint's timeout instead of its 400. One that hands
+ * them over still waits (its 503 here, the timeout made short).
+ */
+static void test_fds_refused_sockets_does_not_wait(void **state)
+{
+	static const char *const refused[] = {
+		"/sockets?format=json", "/sockets?taker=x",    "/sockets?taker=0",
+		"/sockets?bogus=1",	"/sockets?format=xml",
+	};
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[1024], ask[128];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct hlb_control ctl = { .listen_fds = sockets_listen_fds };
+	int p[2], holder, waiter;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+
+	(void)state;
+	h = fds_server_of(dir, &sun, &l, p, sockets_or_more, &ctl);
+	hlb_http_on_fds(h, sockets_or_more_count, &ctl);
+	holder = client_ask(&sun, "GET /more HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, NULL, holder); /* answered, as far as the socket takes it: the rest copied */
+	hlb_http_set_timeouts(h, 50, HLB_HTTP_LINGER_MS);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(ask, sizeof(ask), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", refused[i]);
+		waiter = client_ask(&sun, ask);
+		read_now(l, waiter, buf, sizeof(buf));
+		if (strncmp(buf, "HTTP/1.1 400 ", 13))
+			fail_msg("GET %s: %.60s", refused[i], buf);
+		close(waiter);
+	}
+	waiter = client_ask(&sun, "GET /sockets HTTP/1.1\r\nHost: t\r\n\r\n");
+	assert_true(!strncmp(read_now(l, waiter, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	close(waiter);
+	close(holder);
+	fds_server_free(h, l, p, &sun, dir);
+}
+
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
 enum { BIG = 5 << 19 }; /* 2.5 MiB: 4 s at 640 KiB/s, past a unix socket's 208 KiB in flight */
 /* the endpoint's timeout in test_slow_reader_gets_the_whole_answer(): 20 times the client's
@@ -2635,6 +2711,7 @@ int main(void)
 		cmocka_unit_test(test_fds_answers_past_the_copies_wait_on_the_loop),
 		cmocka_unit_test(test_fds_answer_read_in_part_makes_room),
 		cmocka_unit_test(test_fds_answer_without_room_in_time_is_refused),
+		cmocka_unit_test(test_fds_refused_sockets_does_not_wait),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
