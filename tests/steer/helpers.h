@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -266,22 +267,57 @@ static inline int test_run(int fd, const void *in, size_t len, void *out, uint32
 	return (int)o.retval;
 }
 
-/* Into a network namespace of this process's own, with a veth <iface> (up)
- * to <peer>; exits 77 when not root, 1 when it cannot. */
+/*
+ * Into a network namespace of this process's own, with a veth <iface> (up) to <peer>. Exits
+ * 77, the reason said, where this machine cannot: not root, no network namespaces (unshare:
+ * EPERM in a container without CAP_SYS_ADMIN, EINVAL in a kernel without them), no ip(8), no
+ * veth driver (ip: "Unknown device type"); 1 on any other failure, a real one. It exited 1
+ * for all of them but not root: a machine without veth failed the test.
+ */
 static inline void test_netns_veth(const char *iface, const char *peer)
 {
-	char cmd[128];
+	char cmd[160], out[512] = "";
+	size_t n = 0;
+	int status;
+	FILE *f;
 
 	if (geteuid() != 0) {
 		printf("SKIP: needs root (a network namespace, BPF)\n");
 		exit(77);
 	}
-	snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %s && ip link set %s up",
-		 iface, peer, iface);
-	if (unshare(CLONE_NEWNET) < 0 || system(cmd) != 0) {
-		perror("a network namespace with a veth");
+	if (unshare(CLONE_NEWNET) < 0) {
+		int e = errno;
+
+		printf("%s: a network namespace: %s\n", e == EPERM || e == EINVAL ? "SKIP" : "FAIL",
+		       strerror(e));
+		exit(e == EPERM || e == EINVAL ? 77 : 1);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "ip link add %s type veth peer name %s 2>&1 && ip link set %s up 2>&1", iface,
+		 peer, iface);
+	f = popen(cmd, "r");
+	if (!f) {
+		perror("popen ip");
 		exit(1);
 	}
+	while (n + 1 < sizeof(out) && fgets(out + n, (int)(sizeof(out) - n), f))
+		n += strlen(out + n);
+	status = pclose(f);
+	if (status == 0)
+		return;
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+		out[--n] = '\0';
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+		printf("SKIP: no ip(8) to make a veth (iproute2): %s\n", out);
+		exit(77);
+	}
+	if (strstr(out, "Unknown device type")) {
+		printf("SKIP: this kernel has no veth driver (ip: %s)\n", out);
+		exit(77);
+	}
+	fprintf(stderr, "a veth %s in a network namespace: %s (ip exit status %d)\n", iface, out,
+		WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	exit(1);
 }
 
 /* Load the programs with <o>, or exit 77 when this machine cannot (not root). */
