@@ -283,8 +283,8 @@ bool hashlb_steer_table_serves(struct hashlb_steer *s, uint32_t table);
  * program: <name>, the service's, at most HLB_STEER_TNAME_MAX bytes, that
  * hashlb_steer_table_name() reads without the config (hashlb steer --stats), and a
  * program that replaces this one (hashlb_steer_grow()) is given. 0 (also for an older
- * hashlb's program, which has no names, or another's whose names are of another size),
- * -ENAMETOOLONG, or -errno.
+ * hashlb's program, which has no names; one whose names are of another size is not found:
+ * hashlb_steer_find()), -ENAMETOOLONG, or -errno.
  */
 int hashlb_steer_set_name(struct hashlb_steer *s, const char *name);
 /*
@@ -302,8 +302,7 @@ int hashlb_steer_set_name_unowned(struct hashlb_steer *s, const char *name, cons
  * The name of table <table> of <s>'s program (hashlb_steer_set_name()'s, "" if none was
  * given: a hashlb steer's) into <ret_name> (<len> bytes, HLB_STEER_TNAME_MAX + 1 for any).
  * The table's, whether or not it serves a VIP now (hashlb_steer_table_serves()). 0,
- * -EOPNOTSUPP for a program an older hashlb loaded (no names) or one whose names are of
- * another size (another hashlb's, hashlb_steer_find()), or -errno.
+ * -EOPNOTSUPP for a program an older hashlb loaded (no names), or -errno.
  */
 int hashlb_steer_table_name(struct hashlb_steer *s, uint32_t table, char *ret_name, size_t len);
 /* Whether freeing <s> leaves its program attached (hashlb_steer_set_keep()). */

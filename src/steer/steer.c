@@ -1149,8 +1149,13 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
  * larger one would overrun it), hlb_tstats2 of values short of the first hashlb's that had
  * it (HLB_STEER_TSTATS2_SIZE_MIN, not this one's struct: a newer hashlb's may add counters at
  * its end, and must still read this one's) or not whole counters (read by its value size);
- * either of fewer entries than tables. None of this hashlb's or an older one's is refused:
- * their sizes never changed.
+ * either of fewer entries than tables; hlb_tnames of values not a struct hlb_steer_tname's
+ * (64 bytes: looked up into one, and written from one). Taken for none before (as an older
+ * program's, which has no names), its names were neither read nor written: this hashlb's
+ * tables went on under the names of the other version's services, which its --stats then
+ * showed, and a grown program lost them; read as far as it goes, a name of another layout is
+ * a guess, and a write of one a guess at the rest of its value. None of this hashlb's or an
+ * older one's is refused: their sizes never changed.
  */
 static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_info *info,
 			     char *why, size_t n)
@@ -1165,6 +1170,11 @@ static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_
 	if (s->fd[M_TSTATS] >= 0 && info[M_TSTATS].value_size != sizeof(struct hlb_steer_tstats)) {
 		snprintf(why, n, "has map '%s' of %u-byte values, not %zu", map_names[M_TSTATS],
 			 info[M_TSTATS].value_size, sizeof(struct hlb_steer_tstats));
+		return true;
+	}
+	if (s->fd[M_TNAMES] >= 0 && info[M_TNAMES].value_size != sizeof(struct hlb_steer_tname)) {
+		snprintf(why, n, "has map '%s' of %u-byte values, not %zu", map_names[M_TNAMES],
+			 info[M_TNAMES].value_size, sizeof(struct hlb_steer_tname));
 		return true;
 	}
 	if (s->fd[M_TSTATS2] >= 0 && (info[M_TSTATS2].value_size < HLB_STEER_TSTATS2_SIZE_MIN ||
@@ -1218,11 +1228,7 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 		if (fd < 0)
 			continue;
 		m = map_index(mi.name);
-		/* hlb_tnames is read into and written from a struct hlb_steer_tname: another
-		 * hashlb's of another value size is taken for none (a larger one would overrun
-		 * it) */
-		if (m < 0 || s->fd[m] >= 0 ||
-		    (m == M_TNAMES && mi.value_size != sizeof(struct hlb_steer_tname))) {
+		if (m < 0 || s->fd[m] >= 0) {
 			close(fd);
 			continue;
 		}

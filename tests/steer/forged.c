@@ -8,7 +8,8 @@
  * HASHLB_STEER_TABLES_MAX (before, found: each table's figures were then copied past
  * arrays of HASHLB_STEER_TABLES_MAX), hlb_tstats of 32-byte values (read into 16 a CPU),
  * hlb_tstats2 of values shorter than its struct, hlb_tstats2 of fewer entries than
- * tables. The program sized as this hashlb sizes it is found.
+ * tables, hlb_tnames of names of another size (before, taken for none). The program sized as
+ * this hashlb sizes it is found.
  */
 #include <inttypes.h>
 #include <net/if.h>
@@ -23,11 +24,13 @@
 #define IFACE "hlbforge0"
 
 /* How a case sizes the program: <tables> tables, the value size of hlb_tstats and
- * hlb_tstats2 (0: as built), hlb_tstats2's entries (0: <tables>). */
+ * hlb_tstats2 (0: as built), hlb_tstats2's entries (0: <tables>), hlb_tnames' value size
+ * (0: as built). */
 struct forged {
 	const char *what;
 	uint32_t tables, tstats_size, tstats2_size, tstats2_entries;
 	const char *want[3]; /* in the error; none: found */
+	uint32_t tnames_size;
 };
 
 static void set_entries(struct bpf_object *obj, const char *map, uint32_t n)
@@ -122,6 +125,8 @@ static void check(const char *obj_path, int ifindex, const struct forged *f)
 		set_value_size(obj, "hlb_tstats", f->tstats_size);
 	if (f->tstats2_size)
 		set_value_size(obj, "hlb_tstats2", f->tstats2_size);
+	if (f->tnames_size)
+		set_value_size(obj, "hlb_tnames", f->tnames_size);
 	if (bpf_object__load(obj) < 0) {
 		fprintf(stderr, "%s: loading %s failed\n", f->what, obj_path);
 		exit(1);
@@ -162,7 +167,7 @@ int main(int argc, char **argv)
 {
 	char many[64];
 	const struct forged cases[] = {
-		{ "as this hashlb sizes it", 2, 0, 0, 0, { NULL } },
+		{ "as this hashlb sizes it", 2, 0, 0, 0, { NULL }, 0 },
 		/* an older hashlb's: the first with hlb_tstats2 (a newer hashlb, its struct
 		 * grown, must still find it), and a newer one's, a counter more */
 		{ "hlb_tstats2 of the first hashlb's 96-byte values",
@@ -170,43 +175,66 @@ int main(int argc, char **argv)
 		  0,
 		  HLB_STEER_TSTATS2_SIZE_MIN,
 		  0,
-		  { NULL } },
+		  { NULL },
+		  0 },
 		{ "hlb_tstats2 of a newer hashlb's values, a counter more",
 		  2,
 		  0,
 		  (uint32_t)sizeof(struct hlb_steer_tstats2) + 8,
 		  0,
-		  { NULL } },
+		  { NULL },
+		  0 },
 		{ "hlb_tstats2 of values not whole counters",
 		  2,
 		  0,
 		  HLB_STEER_TSTATS2_SIZE_MIN + 4,
 		  0,
-		  { "map 'hlb_tstats2' of 100-byte values, not 96 or more 8-byte counters" } },
+		  { "map 'hlb_tstats2' of 100-byte values, not 96 or more 8-byte counters" },
+		  0 },
 		{ "more tables",
 		  HASHLB_STEER_TABLES_MAX + 1,
 		  0,
 		  0,
 		  0,
-		  { "holds 65 tables (map 'hlb_tables')", many } },
+		  { "holds 65 tables (map 'hlb_tables')", many },
+		  0 },
 		{ "hlb_tstats of 32-byte values",
 		  2,
 		  32,
 		  0,
 		  0,
-		  { "map 'hlb_tstats' of 32-byte values, not 16" } },
+		  { "map 'hlb_tstats' of 32-byte values, not 16" },
+		  0 },
 		{ "hlb_tstats2 of 8-byte values",
 		  2,
 		  0,
 		  8,
 		  0,
-		  { "map 'hlb_tstats2' of 8-byte values" } },
+		  { "map 'hlb_tstats2' of 8-byte values" },
+		  0 },
 		{ "hlb_tstats2 of one entry",
 		  2,
 		  0,
 		  0,
 		  1,
-		  { "map 'hlb_tstats2' of 1 entry, fewer than its 2 tables" } },
+		  { "map 'hlb_tstats2' of 1 entry, fewer than its 2 tables" },
+		  0 },
+		/* another version's names, longer or shorter: refused, not taken for none (its
+		 * tables then kept that version's services' names under this one's) */
+		{ "hlb_tnames of 128-byte values",
+		  2,
+		  0,
+		  0,
+		  0,
+		  { "map 'hlb_tnames' of 128-byte values, not 64" },
+		  128 },
+		{ "hlb_tnames of 32-byte values",
+		  2,
+		  0,
+		  0,
+		  0,
+		  { "map 'hlb_tnames' of 32-byte values, not 64" },
+		  32 },
 	};
 
 	if (argc != 2) {
@@ -218,7 +246,7 @@ int main(int argc, char **argv)
 	test_netns_veth(IFACE, "hlbforge1");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check(argv[1], (int)if_nametoindex(IFACE), &cases[i]);
-	printf("forged: a program of more tables than a hashlb's, or of per-table counters of "
-	       "other sizes, refused with the map named\n");
+	printf("forged: a program of more tables than a hashlb's, or of per-table counters or "
+	       "names of other sizes, refused with the map named\n");
 	return test_failures ? 1 : 0;
 }
