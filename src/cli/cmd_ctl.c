@@ -615,6 +615,24 @@ static bool ctl_say_status(const char *buf, const char *body)
 }
 
 /*
+ * <body>, an error answer said as the endpoint sent it, to stderr: on the journal (hashlb ctl
+ * run by a unit's ExecReload=) each of its lines an error, as journald takes a priority prefix
+ * for the line it starts alone. A reload's refusal is two: FILE:LINE:COL: error: WHAT, then
+ * "reload refused, the running config keeps serving", which landed at info.
+ */
+static void say_error_body(const char *body)
+{
+	const char *prefix = hlb_log_journal_prefix(HLB_LOG_ERROR);
+
+	while (*body) {
+		size_t n = strcspn(body, "\n");
+
+		fprintf(stderr, "%s%.*s\n", prefix, (int)n, body);
+		body += n + (body[n] == '\n');
+	}
+}
+
+/*
  * An answer <status> <body> (in <buf>, whole): the body to stdout on 2xx, to stderr otherwise
  * (the endpoint's "error: WHAT" as every error line of hashlb ctl; an error it
  * answers in JSON whatever the format, as it does when it refuses a request
@@ -634,7 +652,7 @@ static int ctl_answer(int status, const char *buf, const char *body, bool json)
 	else if (!json && json_error(body, msg, sizeof(msg)))
 		cli_error("%s\n", msg);
 	else /* JSON, or a reload's FILE:LINE:COL: error: WHAT: an error on the journal too */
-		fprintf(stderr, "%s%s", hlb_log_journal_prefix(HLB_LOG_ERROR), body);
+		say_error_body(body);
 	return status / 100 == 2 ? 0 : 1;
 }
 
@@ -1013,7 +1031,7 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 		if (e && end)
 			cli_error("%.*s\n", (int)(end - e - 9), e + 9);
 		else if (!ctl_say_status(buf, body))
-			fputs(body, stderr);
+			say_error_body(body);
 		free(buf);
 		return 1;
 	}

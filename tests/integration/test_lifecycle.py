@@ -1231,29 +1231,46 @@ def journal_priorities_of_ctl():
     start <3> there, as the daemon's lines do, so that journalctl -p err shows why a
     systemctl reload failed; its notices (a reload sent as SIGHUP, exit 0) start <5>, no
     error. Before, every ctl line was the stream's default, info. Another stderr gets them
-    as ever."""
+    as ever. A reload's refusal, said as the endpoint sent it, is two lines (why, and that
+    nothing changed): each is an error (journald reads the prefix of each line; the second,
+    "reload refused", was at info)."""
     lb = Hashlb(config([("a", "127.0.0.1:1")]))
+    sock = tmppath("journal-ctl-admin.sock")
+    refusing = Hashlb(config([("a", "127.0.0.1:1")]).replace("admin: off", f"admin: unix:{sock}"))
+
+    def ctl(kind, argv, journal):
+        log = tmppath(f"journal-ctl-{kind}-{journal}.err")
+        with open(log, "w") as err:
+            st = os.fstat(err.fileno())
+            env = dict(os.environ, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino + (not journal)}")
+            got = subprocess.run([HASHLB] + argv, stderr=err, stdout=subprocess.DEVNULL,
+                                 env=env, timeout=30).returncode
+        with open(log) as f:
+            return got, f.read()
+
     cases = (("error", ["ctl", "--admin", f"127.0.0.1:{dead_port()}", "status"], 1,
               "cannot reach the admin endpoint"),
              ("notice", ["ctl", "-c", lb.path, "--admin", "off", "reload", "--pid",
                          str(lb.proc.pid)], 0, f"sent SIGHUP to pid {lb.proc.pid} instead"))
     for kind, argv, rc, says in cases:
         for journal in (True, False):
-            log = tmppath(f"journal-ctl-{kind}-{journal}.err")
-            with open(log, "w") as err:
-                st = os.fstat(err.fileno())
-                env = dict(os.environ, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino + (not journal)}")
-                got = subprocess.run([HASHLB] + argv, stderr=err, stdout=subprocess.DEVNULL,
-                                     env=env, timeout=30).returncode
-            with open(log) as f:
-                out = f.read()
+            got, out = ctl(kind, argv, journal)
             prefix = ("<3>" if kind == "error" else "<5>") if journal else ""
             check(got == rc and out.startswith(prefix + "hashlb ctl: ") and says in out,
                   f"ctl's {kind}, journal {journal}: exit {rc}, {prefix}hashlb ctl: {says}: "
                   f"{got} {out!r}")
+    with open(refusing.path, "a") as f:
+        f.write("bogus_key: 1\n")
+    for journal in (True, False):
+        got, out = ctl("refusal", ["ctl", "--admin", f"unix:{sock}", "reload"], journal)
+        lines = out.splitlines()
+        check(got == 1 and len(lines) >= 2 and "error: " in lines[0] and
+              "reload refused" in out and all(l.startswith("<3>") == journal for l in lines),
+              f"a reload's refusal, journal {journal}: exit 1, every line an error there: "
+              f"{got} {out!r}")
     check(wait_until(lambda: any(" msg=reloaded " in l for l in lb.log)),
           "the SIGHUP reloaded it")
-    check(lb.stop() == 0, "exit 0")
+    check(lb.stop() == 0 and refusing.stop() == 0, "exit 0")
 
 
 def systemd_unit_verifies():
