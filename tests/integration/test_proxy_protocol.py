@@ -364,18 +364,25 @@ def untrusted_source_is_logged():
     for c in burst:
         c.close()
     check(len(lines()) < 50, f"the burst is not a line each: {len(lines())} lines for 101")
-    # one refusal at a time until one is logged: that line counts every refusal before it
-    seen, later = len(lines()), []
-    while len(lines()) == seen and len(later) < 300:
+    # one refusal at a time until one is logged: that line counts every refusal before it.
+    # Waited for by its source, not by a count of lines: a burst's line (the burst came a
+    # second or more after the first line, on a slow machine) may reach the log after its
+    # refusals are counted, and it is no later refusal's.
+    later = []
+
+    def logged_later():
+        return [l for l in lines() if l["source"] in later]
+
+    while not logged_later() and len(later) < 300:
         s = connect(lb.addr, "127.0.0.5", timeout=10)
         later.append(f"127.0.0.5:{s.getsockname()[1]}")
         s.close()
         n = 101 + len(later)
         check(lb.wait(lambda: metric_sum(lb, "hashlb_service_untrusted_total") == n),
               f"refusal {n} counted")
-        lb.wait(lambda: len(lines()) > seen, timeout=0.2)
-    got = lines()
-    check(len(got) > seen and got[-1]["source"] in later,
+        lb.wait(logged_later, timeout=0.2)
+    got = lines()  # in the worker's order: every burst line before a later one
+    check(logged_later() and got[-1]["source"] in later,
           f"a later refusal is logged again: {got[-1]}")
     upto = 101 + later.index(got[-1]["source"]) + 1
     told = sum(1 + int(l["suppressed"]) for l in got)
