@@ -577,8 +577,8 @@ static int wait_for_signal(struct hashlb_steer *s)
 	for (;;) {
 		sig = sigtimedwait(&set, NULL, &tick);
 		if (sig == SIGUSR1 || sig == SIGUSR2)
-			cli_error("SIG%s ignored: SIGINT, SIGTERM, SIGQUIT or SIGHUP detach\n",
-				  sigabbrev_np(sig));
+			cli_notice("SIG%s ignored: SIGINT, SIGTERM, SIGQUIT or SIGHUP detach\n",
+				   sigabbrev_np(sig));
 		else if (sig > 0)
 			return sig;
 		else if (errno == EAGAIN && !hashlb_steer_attached(s))
@@ -624,7 +624,7 @@ static void say_user_signals(void)
 	sigaddset(&set, SIGUSR1);
 	sigaddset(&set, SIGUSR2);
 	for (int i = 0; i < 2 && (sig = signal_pending(&set)); i++)
-		cli_error("SIG%s ignored\n", sigabbrev_np(sig));
+		cli_notice("SIG%s ignored\n", sigabbrev_np(sig));
 }
 
 /* hashlb_steer_set_abort()'s question for an --update: told to stop (the

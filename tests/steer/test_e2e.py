@@ -807,16 +807,24 @@ def hangup(topo):
 def user_signals(topo):
     """A foreground hashlb steer takes SIGUSR1 and SIGUSR2 as hashlb run does SIGUSR1: it says
     it ignores them and steers on, and a stop signal still detaches. Before, either killed it
-    (their default action) and left the program steering with a table nobody drove."""
-    p1 = foreground_tc(topo)
-    err = follow(p1.stderr)
+    (their default action) and left the program steering with a table nobody drove. Its
+    stderr the journal's stream (a unit's), each line is a notice there (<5>), as ctl's are:
+    it steers on, no error (it was <3>, shown by journalctl -p err)."""
+    r, w = os.pipe()
+    st = os.fstat(w)
+    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                    stdout=subprocess.PIPE, stderr=w, text=True,
+                    env=dict(os.environ, JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}"))
+    os.close(w)
+    p1.stdout.readline()  # "attached steering on ..."
+    err = follow(os.fdopen(r))
     for sig in (signal.SIGUSR1, signal.SIGUSR2):
         p1.send_signal(sig)
         end = time.monotonic() + 15
         while time.monotonic() < end and p1.poll() is None and \
                 not any(f"{sig.name} ignored" in l for l in err):
             time.sleep(0.05)
-        said = any(f"{sig.name} ignored" in l for l in err)
+        said = any(l.startswith(f"<5>hashlb steer: {sig.name} ignored") for l in err)
         check(said and p1.poll() is None and hooks(topo) == {"tc"},
               f"{sig.name}: exit {p1.poll()}, said {err}, attached: {sorted(hooks(topo))}")
     stop_detaches(topo, p1, signal.SIGTERM, "SIGTERM after them")
