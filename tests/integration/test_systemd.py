@@ -282,15 +282,18 @@ def wait(cond, timeout=15, step=0.05):
 
 def hardened(ct, pid):
     """Whether process <pid> of container <ct> runs under the unit's hardening: a seccomp
-    filter (SystemCallFilter=, RestrictAddressFamilies=), no new privileges, /proc/sys
-    read-only (ProtectKernelTunables=) and a /dev of its own (PrivateDevices=)."""
+    filter (SystemCallFilter=, RestrictAddressFamilies=: either sets mode 2), no new
+    privileges, /proc/sys read-only (ProtectKernelTunables=) and a /dev of its own
+    (PrivateDevices=: another file system than the container's /dev, which has no /dev/kmsg
+    to miss)."""
     status = ct.sh(f"cat /proc/{pid}/status")[1]
     mounts = {l.split()[4]: l.split()[5] for l in ct.sh(f"cat /proc/{pid}/mountinfo")[1]
               .splitlines() if len(l.split()) > 5}
+    devs = ct.sh(f"stat -L -c %d:%i /proc/{pid}/root/dev /dev")[1].split()
     return (re.search(r"^Seccomp:\s+2$", status, re.M) and
             re.search(r"^NoNewPrivs:\s+1$", status, re.M) and
-            mounts.get("/proc/sys", "").startswith("ro") and "/dev" in mounts and
-            not ct.sh(f"ls /proc/{pid}/root/dev/kmsg")[0] == 0)
+            mounts.get("/proc/sys", "").startswith("ro") and len(devs) == 2 and
+            devs[0] != devs[1])
 
 
 def service_start_reload_upgrade_stop():
