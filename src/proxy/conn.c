@@ -2414,11 +2414,16 @@ static void log_untrusted(struct worker *w, struct hlb_service *svc,
 	}
 	ws->untrusted_log_ms = w->now_ms ?: 1;
 	format_peer((const struct sockaddr *)peer, source, sizeof(source));
-	hlb_logbuf_printf(
-		&w->log, HLB_LOG_WARN, "connection from a source not in accept_proxy_from, reset",
-		"service=%s source=%s worker=%u suppressed=%" PRIu32,
-		hlb_log_quote(svc->name, qs, sizeof(qs)), source, w->id, ws->untrusted_unlogged);
-	ws->untrusted_unlogged = 0;
+	/* A line dropped (the buffer full: the log's reader behind) told of none: it, and those it
+	 * would have counted, go to the next line's suppressed=. */
+	if (hlb_logbuf_printf(&w->log, HLB_LOG_WARN,
+			      "connection from a source not in accept_proxy_from, reset",
+			      "service=%s source=%s worker=%u suppressed=%" PRIu32,
+			      hlb_log_quote(svc->name, qs, sizeof(qs)), source, w->id,
+			      ws->untrusted_unlogged))
+		ws->untrusted_unlogged = 0;
+	else
+		ws->untrusted_unlogged++;
 }
 
 void conn_accepted(struct worker *w, struct wlistener *wl, int fd)

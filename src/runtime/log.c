@@ -704,14 +704,14 @@ void hlb_logbuf_free(struct hlb_logbuf *lb)
 	lb->head = lb->tail = 0;
 }
 
-void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const char *msg,
+bool hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const char *msg,
 		       const char *fmt, ...)
 {
 	struct timespec now;
 	va_list ap;
 
 	if (level < min_level)
-		return;
+		return true;
 	if (lb->size - lb->tail < HLB_LOG_LINE_MAX && lb->head) {
 		memmove(lb->buf, lb->buf + lb->head, lb->tail - lb->head);
 		lb->tail -= lb->head;
@@ -719,13 +719,14 @@ void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const ch
 	}
 	if (lb->size - lb->tail < HLB_LOG_LINE_MAX) {
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
-		return;
+		return false;
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	va_start(ap, fmt);
 	lb->tail += format_line(lb->buf + lb->tail, HLB_LOG_LINE_MAX, log_ts(now.tv_sec),
 				now.tv_nsec / 1000000, level, msg, fmt, ap, NULL);
 	va_end(ap);
+	return true;
 }
 
 static ssize_t logbuf_write(struct hlb_logbuf *lb, const char *p, size_t n)

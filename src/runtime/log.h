@@ -140,8 +140,9 @@ struct hlb_logbuf {
 int hlb_logbuf_init(struct hlb_logbuf *lb, int fd, size_t size);
 /* Lines still buffered are counted as dropped. Accepts a zeroed <lb>. */
 void hlb_logbuf_free(struct hlb_logbuf *lb);
-/* A line as hlb_log() writes it, appended; dropped and counted if it does not fit. */
-void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const char *msg,
+/* A line as hlb_log() writes it, appended; dropped and counted if it does not fit: false then
+ * (a line below the log level is no drop: true). */
+bool hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const char *msg,
 		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /*
  * Write what is buffered without blocking (see above). Returns the bytes

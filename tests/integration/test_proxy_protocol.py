@@ -5,15 +5,18 @@ IPv6), then the client's bytes intact; health checks send the LOCAL header; a re
 on for new connections (and checks) only; off sends nothing. accept_proxy: hashlb reads its
 clients' headers, hashes and passes on the client they name, and closes (and counts) clients
 without a valid one."""
+import os
 import socket
 import struct
 import subprocess
+import threading
 import time
 
 from ctltest import REST_TURN_RATE, Lb, config, metric_sum, turn_mark, turn_rate
 from shims import shim_env  # noqa: E402
-from lbtest import (HASHLB, BlackHole, check, client_ip, connect, frozen, logfmt_fields, lookup,
-                    outcome, read_to_eof, run_tests, serve_each, syn_sent, tmpfile, wait_until)
+from lbtest import (HASHLB, BlackHole, Hashlb, check, client_ip, connect, dead_port, frozen,
+                    logfmt_fields, lookup, outcome, read_to_eof, run_tests, serve_each, syn_sent,
+                    tmpfile, tmppath, wait_until)
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 NO_CHECKS = "enabled: false"
@@ -392,6 +395,74 @@ def untrusted_source_is_logged():
     be.close()
 
 
+def untrusted_line_dropped_is_told_later():
+    """A refusal's line that finds the worker's log buffer full (the log's reader behind:
+    journald under a flood) is dropped, counted in hashlb_log_dropped_total; the refusals it
+    told of go to the next line's suppressed=, so that the lines still account for every
+    refusal up to the last. Before, the count was reset as if the line had been written: a
+    refusal that no line told of."""
+    marker = 'msg="connection from a source not in accept_proxy_from, reset" '
+    be = ProxyBackend("none")
+    sock = tmppath("untrusted-dropped-admin.sock")
+    text = "\n".join([
+        "workers: 1", f"admin: unix:{sock}", "services:",
+        "  - name: t", "    listen: 127.0.0.1:0", "    accept_proxy: true",
+        "    accept_proxy_from: [127.0.0.2]", "    health:", "      enabled: false",
+        "    backends:", "      - name: p", f"        address: {be.addr}",
+        "  - name: c", "    listen: 127.0.0.1:0", "    log_connections: true",
+        "    health:", "      enabled: false", "      passive: false",
+        "    backends:", "      - name: d", f"        address: 127.0.0.1:{dead_port()}"]) + "\n"
+    # hashlb's stderr a pipe of this test's, not read until the buffer behind it is full
+    r, w = os.pipe()
+    lb = Lb.__new__(Lb)
+    Hashlb.__init__(lb, text, wait=False, pass_fds=(w,),
+                    wrap=("sh", "-c", f'exec "$@" 2>/proc/self/fd/{w}', "sh"))
+    os.close(w)
+    err = os.fdopen(r, errors="surrogateescape")
+    addrs, f = {}, {}
+    while f.get("msg") != "started":  # its listeners and the admin endpoint's are bound
+        line = err.readline()
+        if not line:
+            raise AssertionError(f"hashlb exited before it started: {lb.proc.wait()}")
+        f = logfmt_fields(line)
+        if f.get("msg") == "listening":
+            host, port = f["addr"].rsplit(":", 1)
+            addrs[f["service"]] = (host, int(port))
+    lb.admin = f"unix:{sock}"
+    # connection lines of service c until lines are dropped: the pipe and the buffer are full
+    n = 0
+    while metric_sum(lb, "hashlb_log_dropped_total") == 0 and n < 20000:
+        for _ in range(200):
+            connect(addrs["c"], timeout=10).close()
+        n += 200
+    check(metric_sum(lb, "hashlb_log_dropped_total") > 0, f"lines dropped after {n} clients")
+    s = connect(addrs["t"], "127.0.0.3", timeout=10)
+    s.close()
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_untrusted_total") == 1),
+          "the refusal counted")
+    # the log read again; one refusal at a time until one is logged
+    lines = []
+    threading.Thread(target=lambda: lines.extend(err), daemon=True).start()
+
+    def logged():
+        return [logfmt_fields(l) for l in list(lines) if marker in l]
+
+    refused = 1
+    while not logged() and refused < 300:
+        connect(addrs["t"], "127.0.0.3", timeout=10).close()
+        refused += 1
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_untrusted_total") == refused),
+              f"refusal {refused} counted")
+        lb.wait(logged, timeout=0.2)
+    got = logged()
+    told = sum(1 + int(l["suppressed"]) for l in got)
+    check(len(got) == 1 and told == refused,
+          f"the dropped line's refusal told by the next: {told} of {refused}, {got}")
+    lb.proc.terminate()
+    check(lb.proc.wait(timeout=15) == 0, "exit 0")
+    be.close()
+
+
 def listed_proxy_resetting_is_not_untrusted():
     """A listed front proxy whose TCP checks connect and reset at once (SO_LINGER 0) is not
     counted as an untrusted source: a reset that comes before hashlb reads the peer's address
@@ -576,6 +647,7 @@ def client_reset_while_connecting():
 
 run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
            accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed,
-           untrusted_source_is_logged, listed_proxy_resetting_is_not_untrusted,
+           untrusted_source_is_logged, untrusted_line_dropped_is_told_later,
+           listed_proxy_resetting_is_not_untrusted,
            deny_clients_by_the_header, header_refused_then_retried, urgent_byte_in_a_header,
            client_reset_while_connecting])
