@@ -258,6 +258,35 @@ def spawn(args, **kw):
     return p
 
 
+def threads_state(pid):
+    """Where each thread of process <pid> is (its state, the kernel function it waits in, its
+    kernel stack when readable): for a failure's message, a hang told apart from a slow
+    start (a process stopped by a signal, one waiting on a pipe, one on a lock)."""
+    out = []
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError as e:
+        return f"process {pid}: {e.strerror}"
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}/"
+        try:
+            with open(base + "stat") as f:
+                stat = f.read()
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+            with open(base + "wchan") as f:
+                wchan = f.read().strip()
+            try:
+                with open(base + "stack") as f:
+                    stack = " < ".join(l.split()[1].split("+")[0] for l in f if l.strip())
+            except OSError:
+                stack = "-"
+            out.append(f"thread {tid} ({name}): state {rest.split()[0]}, wchan {wchan or '-'}, "
+                       f"stack {stack or '-'}")
+        except (OSError, ValueError, IndexError) as e:
+            out.append(f"thread {tid}: {e}")
+    return "\n".join(out)
+
+
 def stop(p, sig=signal.SIGTERM, timeout=10):
     if p.poll() is None:
         p.send_signal(sig)
@@ -458,7 +487,8 @@ class Hashlb:
         self._reader = threading.Thread(target=self._read, args=(log_path,), daemon=True)
         self._reader.start()
         if wait and not self._ready.wait(start_within):
-            raise SystemExit("hashlb did not start:\n" + "\n".join(self.log))
+            raise SystemExit("hashlb did not start:\n" + "\n".join(self.log) + "\n" +
+                             threads_state(self.proc.pid))
 
     def _lines(self, log_path):
         """hashlb's stderr, line by line, to its end: the pipe's, or the file's as it grows."""
