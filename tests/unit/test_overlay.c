@@ -1694,6 +1694,124 @@ static void test_random_chains_from_equal_builds(void **state)
 	assert_true(random_chains(true, true) > 0);
 }
 
+/* Whether <name> is one of the <n> names <set>. */
+static bool name_in(char (*set)[12], uint32_t n, const char *name)
+{
+	for (uint32_t k = 0; k < n; k++)
+		if (!strcmp(set[k], name))
+			return true;
+	return false;
+}
+
+/*
+ * Snapshots as the control thread makes them while backends fail connects: each step's service
+ * table from the last (a health change, a reload now and then: an address, a weight, the order,
+ * a backend added or removed, one of weight 0 renamed), backends failing by name (kept across
+ * steps, one starting or stopping now and then), and the retry table (the service table with
+ * those down too) made by hashlb_table_with_down_from() given the previous step's retry table,
+ * whatever changed between them; a failing backend declared down now and then, the next
+ * service table then made from the retry table (refresh_base()'s choice), as its return and
+ * its next failure later. Every table is the build of its config, every retry table of the
+ * bytes of one made without the previous one, and most take the previous one's effective slots
+ * (a population each, else). The random chains above hit this rule a few times in 1,600 steps.
+ */
+static void test_random_retry_chains(void **state)
+{
+	uint32_t names = 0, took = 0, made = 0;
+	uint64_t rs = 77;
+
+	for (int chain = 0; chain < 60; chain++) {
+		struct hashlb_table *svc, *retry = NULL;
+		struct hashlb_backend_spec b[CHAIN_N];
+		struct chain_cfg c = { 0 };
+		char fail[CHAIN_N][12];
+		uint32_t n_fail = 0;
+
+		c.n = 2 + (uint32_t)(test_next_key(&rs) % 5);
+		for (uint32_t i = 0; i < c.n; i++) {
+			snprintf(c.names[i], sizeof(c.names[0]), "c-%u", names++);
+			c.w[i] = chain % 3 == 0 && i == 0 ? 40
+							  : 1 + (uint32_t)(test_next_key(&rs) % 3);
+		}
+		chain_specs(&c, b);
+		svc = test_build(HASHLB_SCHEME_MAGLEV, 251, 9, b, c.n);
+		for (int step = 0; step < 30; step++) {
+			bool reload = test_next_key(&rs) % 4 == 0, rdown[CHAIN_N], any = false;
+			struct hashlb_table *next, *nretry = NULL, *base = svc;
+			struct chain_cfg o = c, rc;
+			struct hashlb_table_view v, vp;
+			uint32_t w = 0, x;
+
+			chain_step(&c, &rs, reload, &names);
+			/* a failing backend declared down */
+			for (uint32_t i = 0; i < c.n && !reload; i++)
+				if (name_in(fail, n_fail, c.names[i]) &&
+				    test_next_key(&rs) % 3 == 0)
+					c.down[i] = true;
+			for (uint32_t i = 0; i < c.n; i++)
+				w += c.w[i];
+			if (!w) {
+				c = o;
+				continue;
+			}
+			chain_specs(&c, b);
+			if (reload) {
+				assert_int_equal(hashlb_table_rebuild(svc, b, c.n, &next, NULL), 0);
+			} else {
+				if (retry && hashlb_table_down_same(retry, c.down))
+					base = retry;
+				next = with_down(base, c.down);
+			}
+			chain_check(next, &c, HASHLB_SCHEME_MAGLEV, 251, NULL);
+			/* one starts or stops failing */
+			x = (uint32_t)(test_next_key(&rs) % c.n);
+			if (test_next_key(&rs) % 3 == 0) {
+				if (!name_in(fail, n_fail, c.names[x]))
+					memcpy(fail[n_fail++], c.names[x], sizeof(fail[0]));
+				else
+					n_fail = 0;
+			}
+			rc = c;
+			for (uint32_t i = 0; i < c.n; i++) {
+				rdown[i] = c.down[i] || name_in(fail, n_fail, c.names[i]);
+				any |= rdown[i] && !c.down[i];
+				rc.down[i] = rdown[i];
+			}
+			if (any) {
+				/* the previous retry table of the same backends down (one up at
+				 * least) over the same full table: nothing populated again */
+				bool same = !reload && retry &&
+					    hashlb_table_down_same(retry, rdown) &&
+					    hashlb_table_up_count(retry) > 0;
+
+				populations = 0;
+				assert_int_equal(hashlb_table_with_down_from(next, rdown, retry,
+									     &nretry, NULL),
+						 0);
+				if (same && populations)
+					fail_msg("chain %d step %d: %u populations", chain, step,
+						 populations);
+				assert_int_equal(hashlb_table_bytes(nretry),
+						 with_down_bytes(next, rdown));
+				chain_check(nretry, &rc, HASHLB_SCHEME_MAGLEV, 251, NULL);
+				made++;
+				if (retry) {
+					hashlb_table_view(nretry, &v);
+					hashlb_table_view(retry, &vp);
+					took += v.slots == vp.slots;
+				}
+			}
+			hashlb_table_free(svc);
+			hashlb_table_free(retry);
+			svc = next;
+			retry = nretry;
+		}
+		hashlb_table_free(svc);
+		hashlb_table_free(retry);
+	}
+	assert_true(took > made / 8); /* 126 of 615 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1721,6 +1839,7 @@ int main(void)
 		cmocka_unit_test(test_retry_from_previous_shares_survivors),
 		cmocka_unit_test(test_random_chains_equal_builds),
 		cmocka_unit_test(test_random_chains_from_equal_builds),
+		cmocka_unit_test(test_random_retry_chains),
 	};
 
 	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);
