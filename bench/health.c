@@ -138,7 +138,10 @@ static void from_ms(const struct hashlb_table *base, const bool *down,
  * Backend-0 failing connects before its verdict (<b>, <n>, with <p>; every other backend up, or
  * with <beside> backend-1 down for good): the retry table (backend-0 down too) of the next
  * snapshot (a copy of the table before), made without (*<ret_old>) and with (*<ret_new>) the
- * previous snapshot's retry table, from_ms().
+ * previous snapshot's retry table, from_ms(). That one is made as the control thread made it,
+ * from the previous snapshot's table: beside backend-1's outage it keeps that outage, not
+ * survivors of its own (made from the table with all up, it would, and the new column would
+ * show what a retry table without a backend down for good gains).
  */
 static void retry_next_ms(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
 			  uint32_t n, bool beside, int reps, double *ret_old, double *ret_new)
@@ -150,8 +153,8 @@ static void retry_next_ms(const struct hashlb_table_params *p, const struct hash
 		abort();
 	off[1] = none[1] = beside;
 	off[0] = true;
-	if (hashlb_table_with_down(up, off, &retry, NULL) < 0 ||
-	    hashlb_table_with_down(up, none, &next, NULL) < 0)
+	if (hashlb_table_with_down(up, none, &next, NULL) < 0 ||
+	    hashlb_table_with_down(next, off, &retry, NULL) < 0)
 		abort();
 	hashlb_table_free(up);
 	from_ms(next, off, retry, reps, ret_old, ret_new);
@@ -274,7 +277,8 @@ int bench_health(const struct bench_opts *o)
 		"table (it down) of the next snapshot, from its table (a copy of the one with "
 		"all up), old without the previous snapshot's retry table, new made from it too "
 		"(hashlb_table_with_down_from), alternated, and the same beside backend-1 down "
-		"for good (N above 2). Then, over %u client "
+		"for good (N above 2; the previous retry table made from the table with it "
+		"down, so keeping its outage). Then, over %u client "
 		"keys (src-ip) of the backend that goes down: how many land on the "
 		"preference list's next of the table with all up (where a connect retried "
 		"before the verdict goes), and on the backend a table built without it "
