@@ -154,10 +154,11 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * table that keeps none: a population, about 0.5 s at the largest M, each time), and that
  * survivors' table is shared too where the table would keep its own; so they are too where
  * the table keeps <base>'s outage instead (a retry table beside a backend down for good),
- * which leaves no survivors of its own to keep; and wherever its
- * effective entries are the very array <also> holds owner blocks over (weights more than 16
- * times apart), it holds those blocks too rather than builds them. Each is a pass over M entries fewer (the survivors' table: a
- * population). The table holds the same bytes either way, those arrays shared rather than new.
+ * which leaves no survivors of its own to keep; and wherever its effective entries are the
+ * very array <also> holds owner blocks over (weights more than 16 times apart), it holds those
+ * blocks too rather than builds them. Each is a pass over M entries fewer (the survivors'
+ * table: a population). The table holds the same bytes either way, those arrays shared rather
+ * than new.
  */
 int hashlb_table_with_down_from(const struct hashlb_table *base, const bool *down,
 				const struct hashlb_table *also, struct hashlb_table **ret_table,

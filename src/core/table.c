@@ -1053,7 +1053,8 @@ int hashlb_table_check(const struct hashlb_table_params *p,
  * <also> (NULL accepted) of the same full table and turns lends its effective table where
  * base's kept table would give it by a merge, where t keeps base's outage, or where <also>
  * keeps t's survivors' table (a retry table made from the previous snapshot's), which t then
- * keeps too where it keeps its own: no population. Three slot arrays at most: the full, the effective and the kept one.
+ * keeps too where it keeps its own: no population. Three slot arrays at most: the full, the
+ * effective and the kept one.
  */
 static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *base,
 			     const struct hashlb_table *also)
