@@ -384,6 +384,28 @@ static void test_refresh_from_retry_table_beside_a_weight0_change(void **state)
 	three_free(&f);
 }
 
+/* <t> (a table of <s>'s) is the table built of <s>'s backends with those <down> says down:
+ * its fingerprint, and the backend of each of 1,024 hashes spread over the hash space. */
+static void assert_built_with_down(const struct hashlb_table *t, const struct hlb_snapshot *s,
+				   const bool *down)
+{
+	struct hashlb_backend_spec spec[3];
+	struct hashlb_table *alone;
+
+	for (uint32_t i = 0; i < 3; i++) {
+		spec[i].name = hashlb_table_backend_name(s->table, i);
+		spec[i].weight = hashlb_table_backend_weight(s->table, i);
+		spec[i].down = down[i];
+	}
+	assert_int_equal(hashlb_table_build(hashlb_table_params(s->table), spec, 3, &alone, NULL),
+			 0);
+	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(alone));
+	for (uint64_t h = 0; h < 1024; h++)
+		assert_int_equal(hashlb_table_lookup(t, h << 54),
+				 hashlb_table_lookup(alone, h << 54));
+	hashlb_table_free(alone);
+}
+
 /*
  * A Maglev backend failing connects across snapshots (another backend's verdict, a ramp step:
  * each snapshot before its own verdict makes a retry table): the first retry table populates
@@ -396,8 +418,6 @@ static void test_refresh_from_retry_table_beside_a_weight0_change(void **state)
 static void test_retry_table_shares_the_previous(void **state)
 {
 	struct hlb_snapshot *s1, *s2, *s3;
-	struct hashlb_backend_spec spec[3];
-	struct hashlb_table *alone;
 	struct three f;
 	bool failing[3] = { false, true, false }, both[3] = { false, true, true };
 	uint64_t fp, fp_both;
@@ -438,20 +458,51 @@ static void test_retry_table_shares_the_previous(void **state)
 	assert_int_equal(hashlb_table_fingerprint(s2->retry_table), fp);
 	assert_int_equal(hashlb_table_fingerprint(s2->retry_ramp_table), fp_both);
 	/* the table built with b down: the same answers */
-	for (uint32_t i = 0; i < 3; i++) {
-		spec[i].name = hashlb_table_backend_name(s2->table, i);
-		spec[i].weight = hashlb_table_backend_weight(s2->table, i);
-		spec[i].down = failing[i];
-	}
-	assert_int_equal(hashlb_table_build(hashlb_table_params(s2->table), spec, 3, &alone, NULL),
-			 0);
-	assert_int_equal(hashlb_table_fingerprint(alone), fp);
-	for (uint64_t h = 0; h < 251; h++)
-		assert_int_equal(hashlb_table_lookup(s2->retry_table, h << 56),
-				 hashlb_table_lookup(alone, h << 56));
-	hashlb_table_free(alone);
+	assert_built_with_down(s2->retry_table, s2, failing);
 	hlb_snapshot_free(s2);
 	three_free(&f);
+}
+
+/*
+ * A reload between two snapshots while b fails connects: of another seed, another table size,
+ * another weight (a's, or b's own), the previous snapshot's retry table is of another full
+ * table, and the new retry table takes none of its slots: it is the build of the new config
+ * with b down, answer for answer, after the previous snapshot is freed. A reload that changes
+ * nothing the table depends on (the same config again) keeps the full table and shares them.
+ */
+static void test_retry_table_after_a_reload(void **state)
+{
+	bool failing[3] = { false, true, false };
+
+	for (int change = 0; change < 5; change++) {
+		struct hlb_snapshot *s1, *s2;
+		struct three f;
+
+		three_backends(&f);
+		assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
+		hlb_snapshot_add_retry(s1, failing, NULL);
+		assert_non_null(s1->retry_table);
+		if (change == 0)
+			f.sc.table.seed ^= 1;
+		else if (change == 1)
+			f.sc.table.maglev_m = 257;
+		else if (change < 4)
+			f.b[change - 2]->weight = 3;
+		assert_int_equal(hlb_snapshot_rebuild(s1, &f.sc, f.b, 2, &s2, NULL), 0);
+		hlb_snapshot_add_retry(s2, failing, s1);
+		assert_non_null(s2->retry_table);
+		if (change < 4)
+			assert_int_equal(
+				hashlb_table_bytes_shared(s2->retry_table, s1->retry_table), 0);
+		else
+			assert_int_equal(
+				hashlb_table_bytes_shared(s2->retry_table, s1->retry_table),
+				3 * 2 * 251);
+		hlb_snapshot_free(s1);
+		assert_built_with_down(s2->retry_table, s2, failing);
+		hlb_snapshot_free(s2);
+		three_free(&f);
+	}
 }
 
 static void test_counters_sum_over_workers(void **state)
@@ -806,6 +857,7 @@ int main(void)
 		cmocka_unit_test(test_flap_beside_an_idle_backup_copies),
 		cmocka_unit_test(test_refresh_from_retry_table_beside_a_weight0_change),
 		cmocka_unit_test(test_retry_table_shares_the_previous),
+		cmocka_unit_test(test_retry_table_after_a_reload),
 		cmocka_unit_test(test_counters_sum_over_workers),
 		cmocka_unit_test(test_clients_match_a_reference),
 		cmocka_unit_test(test_clients_key_length),
