@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from lbtest import BACKEND, HASHLB, SRC, Skip, _tmp, check, run_tests, spawn, stop
+from lbtest import BACKEND, HASHLB, SRC, Skip, _tmp, asan_build, check, run_tests, spawn, stop
 
 NSPAWN = shutil.which("systemd-nspawn")
 SYSTEMD = "/lib/systemd/systemd"
@@ -104,6 +104,13 @@ class Container:
         # wait for it would hold network-online.target, which hashlb.service wants, for two
         # minutes: masked (an empty unit file)
         units["systemd-networkd-wait-online.service"] = ""
+        if asan_build() and "hashlb.service" in units:
+            # LeakSanitizer stops a process's threads with ptrace() at its exit, a call the
+            # shipped unit's SystemCallFilter= (@system-service) refuses: every hashlb of the
+            # sanitizer build, `hashlb check` in ExecStartPre= first, exited 1 with "LeakSanitizer
+            # has encountered a fatal error". Allowed for that build alone (filters of an
+            # allow-list add up), the rest of the hardening as shipped.
+            units["hashlb.service.d/sanitizer.conf"] = "[Service]\nSystemCallFilter=ptrace\n"
         for name, text in units.items():
             path = os.path.join(self.dir, name)
             os.makedirs(os.path.dirname(path), exist_ok=True)  # a drop-in: NAME.d/FILE
