@@ -274,7 +274,10 @@ static const char *closest_key(const char *key, const char *const *keys)
 
 /* The longest valid key of 4 letters or more that <key> starts with, for a key that says more
  * than hashlb's name for it: "listen_address", "healthcheck", "admin_address" (other tools'
- * names), too far apart to be a typo. NULL if none. */
+ * names), too far apart to be a typo. NULL if none. Only where the valid key ends a word in
+ * <key>: an '_' follows it ('-' is one here), or "check" does ("healthcheck", "healthchecks",
+ * the one name written as one word); 'portal' is no 'port', 'fallback' no 'fall', 'namespace'
+ * no 'name'. */
 static const char *prefix_key(const char *key, const char *const *keys)
 {
 	const char *best = NULL;
@@ -282,7 +285,11 @@ static const char *prefix_key(const char *key, const char *const *keys)
 	for (size_t i = 0; keys[i]; i++) {
 		size_t n = strlen(keys[i]);
 
-		if (n >= 4 && strncasecmp(key, keys[i], n) == 0 && (!best || n > strlen(best)))
+		if (n < 4 || strncasecmp(key, keys[i], n) != 0)
+			continue;
+		if (key[n] != '_' && strncasecmp(key + n, "check", 5) != 0)
+			continue;
+		if (!best || n > strlen(best))
 			best = keys[i];
 	}
 	return best;

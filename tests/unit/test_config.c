@@ -525,14 +525,26 @@ static void test_unknown_keys(void **state)
 	expect_error(
 		MINIMAL "        max_connections_per_client: 2\n", 7, 9,
 		"unknown key 'max_connections_per_client' in backend: it belongs in a service");
-	/* Nothing close: no suggestion. */
-	{
+	expect_error(MINIMAL "    health-checks: {interval: 2s}\n", 7, 5,
+		     "(did you mean 'health'?)");
+	expect_error(MINIMAL "    max_connections_total: 9\n", 7, 5,
+		     "(did you mean 'max_connections'?)");
+	/* Nothing close: no suggestion. Nor for a key that starts with a valid one but is another
+	 * word ('portal' suggested 'port', 'fallback' 'fall', 'namespace' 'name'). */
+	static const char *const far[] = {
+		MINIMAL "    zzzzzzzz: 1\n",	       MINIMAL "    health: {portal: 80}\n",
+		MINIMAL "    health: {fallback: 3}\n", MINIMAL "    namespace: x\n",
+		MINIMAL "        statefile: x\n",
+	};
+	for (size_t i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
 		struct hashlb_config *c = NULL;
 		struct hashlb_error err;
-		const char *y = MINIMAL "    zzzzzzzz: 1\n";
 
-		assert_int_equal(hashlb_config_parse(y, strlen(y), "t.yaml", &c, &err), -EINVAL);
-		assert_null(strstr(err.msg, "did you mean"));
+		assert_int_equal(hashlb_config_parse(far[i], strlen(far[i]), "t.yaml", &c, &err),
+				 -EINVAL);
+		assert_non_null(strstr(err.msg, "unknown key"));
+		if (strstr(err.msg, "did you mean"))
+			fail_msg("%s: %s", far[i], err.msg);
 	}
 }
 
