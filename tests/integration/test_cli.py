@@ -28,8 +28,18 @@ def check(cond, what):
         print(f"FAIL: {what}")
 
 
+# hashlb steer runs in a network namespace of its own (its loopback down, nothing attached):
+# every steer command here is one to be refused, and if a refusal regressed, the program it
+# attached went to the namespace's lo, gone with it, not to the host's (which happened).
+NO_HOST_NET = ("unshare", "--net")
+
+
+def argv(*args):
+    return [*NO_HOST_NET, HASHLB, *args] if args[:1] == ("steer",) else [HASHLB, *args]
+
+
 def run(*args, ok=True):
-    p = subprocess.run([HASHLB, *args], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(argv(*args), capture_output=True, text=True, timeout=60)
     if ok and p.returncode != 0:
         raise SystemExit(f"hashlb {' '.join(args)} failed ({p.returncode}): {p.stderr}")
     if p.returncode == 0 and "--json" in args:
@@ -792,7 +802,7 @@ if BPF:
             (("steer", "-c", STEER_CFG, "--update"), {"HLB_TEST_ARP": ARP_HEAD}, V4),
             ((*UPD, "-b", "a=fd00::2", "-b", "b=fd00::3", "--down", "a"),
              {"HLB_TEST_NETLINK_FAIL": "1"}, V6)):
-        p = subprocess.run([HASHLB, *args], capture_output=True, text=True, timeout=60,
+        p = subprocess.run(argv(*args), capture_output=True, text=True, timeout=60,
                            env=shim_env("neigh_fail", **env))
         check(p.returncode == 1 and p.stderr == want,
               f"hashlb {' '.join(args)}, {env}: exit {p.returncode}, stderr {p.stderr!r}, "
@@ -1294,7 +1304,8 @@ with tempfile.TemporaryDirectory() as d:
                 "    interface: lo\n    backends:\n      - {name: a, address: '127.0.0.1:18081'}\n")
     for sig in (signal.SIGUSR1, signal.SIGUSR2):
         pause = Paused(f"open:{cfg}")
-        p = subprocess.Popen([*pause.wrap, HASHLB, "steer", "-c", cfg, "--service", "x"],
+        p = subprocess.Popen([*NO_HOST_NET, *pause.wrap, HASHLB, "steer", "-c", cfg,
+                              "--service", "x"],
                              pass_fds=pause.pass_fds, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
         reached = pause.reached()
