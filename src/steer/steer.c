@@ -1149,8 +1149,9 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
  * larger one would overrun it), hlb_tstats2 of values short of the first hashlb's that had
  * it (HLB_STEER_TSTATS2_SIZE_MIN, not this one's struct: a newer hashlb's may add counters at
  * its end, and must still read this one's) or not whole counters (read by its value size);
- * either of fewer entries than tables; hlb_tnames of values not a struct hlb_steer_tname's
- * (64 bytes: looked up into one, and written from one). Taken for none before (as an older
+ * either, or hlb_tnames, of fewer entries than tables (a table past hlb_tnames' was found,
+ * and then its name's write failed, E2BIG); hlb_tnames of values not a struct
+ * hlb_steer_tname's (64 bytes: looked up into one, and written from one). Taken for none before (as an older
  * program's, which has no names), its names were neither read nor written: this hashlb's
  * tables went on under the names of the other version's services, which its --stats then
  * showed, and a grown program lost them; read as far as it goes, a name of another layout is
@@ -1160,7 +1161,7 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
 static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_info *info,
 			     char *why, size_t n)
 {
-	static const int per_table[] = { M_TSTATS, M_TSTATS2 };
+	static const int per_table[] = { M_TSTATS, M_TSTATS2, M_TNAMES };
 
 	if (s->tables > HASHLB_STEER_TABLES_MAX) {
 		snprintf(why, n, "holds %u tables (map '%s'), more than the %u a program holds",

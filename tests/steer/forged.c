@@ -8,7 +8,8 @@
  * HASHLB_STEER_TABLES_MAX (before, found: each table's figures were then copied past
  * arrays of HASHLB_STEER_TABLES_MAX), hlb_tstats of 32-byte values (read into 16 a CPU),
  * hlb_tstats2 of values shorter than its struct, hlb_tstats2 of fewer entries than
- * tables, hlb_tnames of names of another size (before, taken for none). The program sized as
+ * tables, hlb_tnames of names of another size (before, taken for none) or of fewer entries
+ * than tables (before, found, its table 1 then unnamed: E2BIG). The program sized as
  * this hashlb sizes it is found.
  */
 #include <inttypes.h>
@@ -30,7 +31,7 @@ struct forged {
 	const char *what;
 	uint32_t tables, tstats_size, tstats2_size, tstats2_entries;
 	const char *want[3]; /* in the error; none: found */
-	uint32_t tnames_size;
+	uint32_t tnames_size, tnames_entries; /* 0: as built, <tables> */
 };
 
 static void set_entries(struct bpf_object *obj, const char *map, uint32_t n)
@@ -120,7 +121,7 @@ static void check(const char *obj_path, int ifindex, const struct forged *f)
 	set_entries(obj, "hlb_buckets", 2 * f->tables);
 	set_entries(obj, "hlb_tstats", f->tables);
 	set_entries(obj, "hlb_tstats2", f->tstats2_entries ? f->tstats2_entries : f->tables);
-	set_entries(obj, "hlb_tnames", f->tables);
+	set_entries(obj, "hlb_tnames", f->tnames_entries ? f->tnames_entries : f->tables);
 	if (f->tstats_size)
 		set_value_size(obj, "hlb_tstats", f->tstats_size);
 	if (f->tstats2_size)
@@ -235,6 +236,16 @@ int main(int argc, char **argv)
 		  0,
 		  { "map 'hlb_tnames' of 32-byte values, not 64" },
 		  32 },
+		/* a table past its names is not named: refused as hlb_tstats2's short of tables
+		 * (before: found, and naming table 1 failed, E2BIG) */
+		{ "hlb_tnames of one entry",
+		  2,
+		  0,
+		  0,
+		  0,
+		  { "map 'hlb_tnames' of 1 entry, fewer than its 2 tables" },
+		  0,
+		  1 },
 	};
 
 	if (argc != 2) {
