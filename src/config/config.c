@@ -292,6 +292,17 @@ static const char *prefix_key(const char *key, const char *const *keys)
 		if (!best || n > strlen(best))
 			best = keys[i];
 	}
+	/* Not where a longer valid key goes on from it as <key> does, past the '_': <key> is of
+	 * that key's family, too far for a typo of it, and not the short key's
+	 * ('max_connections_per_source_ip' is no total 'max_connections'; '_total' is). */
+	for (size_t i = 0; best && keys[i]; i++) {
+		size_t n = strlen(best);
+
+		if (strlen(keys[i]) > n + 1 && strncasecmp(keys[i], best, n) == 0 &&
+		    keys[i][n] == '_' &&
+		    tolower((unsigned char)keys[i][n + 1]) == tolower((unsigned char)key[n + 1]))
+			return NULL;
+	}
 	return best;
 }
 

@@ -532,9 +532,14 @@ static void test_unknown_keys(void **state)
 	/* Nothing close: no suggestion. Nor for a key that starts with a valid one but is another
 	 * word ('portal' suggested 'port', 'fallback' 'fall', 'namespace' 'name'). */
 	static const char *const far[] = {
-		MINIMAL "    zzzzzzzz: 1\n",	       MINIMAL "    health: {portal: 80}\n",
-		MINIMAL "    health: {fallback: 3}\n", MINIMAL "    namespace: x\n",
+		MINIMAL "    zzzzzzzz: 1\n",
+		MINIMAL "    health: {portal: 80}\n",
+		MINIMAL "    health: {fallback: 3}\n",
+		MINIMAL "    namespace: x\n",
 		MINIMAL "        statefile: x\n",
+		/* of a longer key's family, past a typo of it: not the short key, a total
+		 * where a per-client limit is meant (it suggested 'max_connections') */
+		MINIMAL "    max_connections_per_source_ip: 9\n",
 	};
 	for (size_t i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
 		struct hashlb_config *c = NULL;
