@@ -1041,7 +1041,8 @@ static void set_fd_limit(struct hlb_daemon *d)
 	uint64_t max_conns = d->opts.max_conns;
 	struct rlimit rl;
 	uint64_t reserve = 64 + 4 * (uint64_t)d->n_workers, fit;
-	bool tiny = false;
+	bool tiny = false, shares;
+	char capf[40] = "";
 
 	if (d->cfg->admin_addr_len) /* its connections: the reserve holds its socket */
 		reserve += d->admin_fds;
@@ -1062,11 +1063,19 @@ static void set_fd_limit(struct hlb_daemon *d)
 		tiny = true;
 	}
 	/* the listeners' and splice pipes' shares come off what the limit allows */
-	hlb_proxy_set_max_connections(d->proxy, max_conns ? max_conns : fit,
-				      !max_conns && fit && !tiny);
+	shares = !max_conns && fit && !tiny;
+	hlb_proxy_set_max_connections(d->proxy, max_conns ? max_conns : fit, shares);
+	/*
+	 * max_connections= only where it is the cap: with the shares to come
+	 * off, the "connection cap" line gives it (log_cap()), and a number
+	 * before them under that name read as the cap (9928 for 9923)
+	 */
+	if (!shares)
+		snprintf(capf, sizeof(capf), " max_connections=%" PRIu64,
+			 max_conns ? max_conns : fit);
 	hlb_log(HLB_LOG_INFO, "file descriptor limit",
-		"nofile=%llu max_connections_fd=%" PRIu64 " max_connections=%" PRIu64,
-		(unsigned long long)rl.rlim_cur, fit, max_conns ? max_conns : fit);
+		"nofile=%llu max_connections_fd=%" PRIu64 "%s", (unsigned long long)rl.rlim_cur,
+		fit, capf);
 	d->fd_fit = fit;
 	d->fd_tiny = tiny;
 	d->nofile = rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 0;
@@ -1180,9 +1189,10 @@ static const char *plural_es(uint64_t n)
 
 /*
  * The connection cap in force, at start and when a reload changes it: the
- * "file descriptor limit" line gives it before the listeners' and health
- * checks' shares, which many listeners make most of it (8,000 listeners
- * under nofile=20000: 1 of 9,930). Below half of what the limit allows, a
+ * "file descriptor limit" line gives what the limit allows before the
+ * listeners' and health checks' shares (max_connections_fd=), which many
+ * listeners make most of it (8,000 listeners under nofile=20000: 1 of
+ * 9,930). Below half of what the limit allows, a
  * warning that says what takes it.
  */
 static void log_cap(struct hlb_daemon *d)

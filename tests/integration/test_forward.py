@@ -2082,8 +2082,14 @@ def connection_cap_in_force_is_logged():
     the listeners' share: many listeners take most of it (8,000 listener sockets under
     nofile=20000 left a cap of 1 while the start line said 9,930), and a warning says so.
     A reload that changes the cap logs it again. Before, only the start's
-    "file descriptor limit" line, with the cap before the shares."""
+    "file descriptor limit" line, with the cap before the shares. The start's line gives that
+    number as max_connections_fd= alone: before, it gave it as max_connections= too (9928 for a
+    cap of 9923), which a reader took for the cap."""
     lb = Lb(many_services_config(40), nofile=400, args=("--admin", "127.0.0.1:0"))
+    fd = [l for l in lb.log if 'msg="file descriptor limit"' in l]
+    check(len(fd) == 1 and re.search(r" max_connections_fd=\d+$", fd[0]) and
+          " max_connections=" not in fd[0],
+          f"the start's fd limit line gives no max_connections= the cap line corrects: {fd}")
     lines = [l for l in lb.log if 'msg="connection cap"' in l]
     # the workers count their listener sockets as they open and close them, a little after
     # the line: /metrics comes to the logged cap
