@@ -114,6 +114,9 @@ struct hashlb_health_cfg {
 	/* where port, send and expect are written (line 0: not written): with checks off they are
 	 * read by nothing, which hashlb_config_warnings() says */
 	struct hashlb_pos port_pos, send_pos, expect_pos;
+	/* where close_on_down is written (line 0: not written): with checks and passive off no
+	 * backend goes down, which hashlb_config_warnings() says of a true one */
+	struct hashlb_pos close_on_down_pos;
 };
 
 /* TCP keepalive on both sockets of every connection (client and backend). */

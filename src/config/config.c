@@ -1683,9 +1683,12 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 			return r;
 		h->expect_pos = map_key(m, "expect")->pos;
 	}
-	if ((v = map_get(m, "close_on_down")) &&
-	    (r = get_bool(ld, v, "close_on_down", &h->close_on_down)) < 0)
-		return r;
+	if ((v = map_get(m, "close_on_down"))) {
+		r = get_bool(ld, v, "close_on_down", &h->close_on_down);
+		if (r < 0)
+			return r;
+		h->close_on_down_pos = map_key(m, "close_on_down")->pos;
+	}
 	if ((v = map_get(m, "passive")) && (r = get_bool(ld, v, "passive", &h->passive)) < 0)
 		return r;
 	if ((v = map_get(m, "passive_hold")) &&
@@ -3222,6 +3225,28 @@ static void service_check_keys_unread(const struct hashlb_config *c,
 	}
 }
 
+/* Service <s>'s health.close_on_down: true with checks and passive off: no check and no failed
+ * connect takes a backend down, so it never closes anything. Into <w>[*n] (while below <max>),
+ * counted in <*n>. */
+static void service_close_on_down_unread(const struct hashlb_config *c,
+					 const struct hashlb_service_cfg *s, struct hashlb_error *w,
+					 size_t max, size_t *n)
+{
+	char msg[320];
+
+	if (!s->health.close_on_down || s->health.enabled || s->health.passive)
+		return;
+	if (*n < max) {
+		snprintf(msg, sizeof(msg),
+			 "service '%s': health.close_on_down acts when a backend goes down, which "
+			 "none does with checks off (health.enabled: false) and passive off "
+			 "(health.passive: false): the setting does nothing here",
+			 s->name);
+		warning_at(c, s->health.close_on_down_pos, msg, w + *n);
+	}
+	(*n)++;
+}
+
 static int pos_cmp(struct hashlb_pos x, struct hashlb_pos y)
 {
 	if (x.line != y.line)
@@ -3328,6 +3353,7 @@ int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *r
 		service_none_takes_clients(c, &c->services[i], ret_warnings, max, &n);
 		service_passive_hold_unread(c, &c->services[i], ret_warnings, max, &n);
 		service_check_keys_unread(c, &c->services[i], ret_warnings, max, &n);
+		service_close_on_down_unread(c, &c->services[i], ret_warnings, max, &n);
 		r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
 		if (r < 0)
 			return r;

@@ -1871,6 +1871,33 @@ static void test_check_keys_with_checks_off_warn(void **state)
 }
 
 /*
+ * health.close_on_down: true with checks off and passive off never closes anything: no check
+ * and no failed connect takes a backend down. Warned of at its key; not where a backend can go
+ * down (checks on, or passive on, its default), nor when it is false.
+ */
+static void test_close_on_down_that_never_acts_warns(void **state)
+{
+	struct hashlb_error w[2];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok(MINIMAL "    health:\n      enabled: false\n      passive: false\n"
+			    "      close_on_down: true\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 2), 1);
+	assert_int_equal(w[0].line, 10);
+	assert_int_equal(w[0].column, 7); /* the key's */
+	assert_string_equal(w[0].msg,
+			    "service 'web': health.close_on_down acts when a backend goes down, "
+			    "which none does with checks off (health.enabled: false) and passive "
+			    "off (health.passive: false): the setting does nothing here");
+	hashlb_config_free(c);
+	assert_no_warning(MINIMAL "    health: {enabled: false, close_on_down: true}\n");
+	assert_no_warning(MINIMAL "    health: {passive: false, close_on_down: true}\n");
+	assert_no_warning(MINIMAL "    health: {enabled: false, passive: false, "
+				  "close_on_down: false}\n");
+}
+
+/*
  * A duration written as a number alone loads as milliseconds (old files keep loading) but is
  * warned of at its place, with what it was read as and how to write it: "connect: 5" meant
  * 5s more likely than 5ms. Seconds are suggested only where they are in range and a day at
@@ -4616,6 +4643,7 @@ int main(void)
 		cmocka_unit_test(test_passive_hold_with_checks_on_warns),
 		cmocka_unit_test(test_passive_hold_with_passive_off_warns),
 		cmocka_unit_test(test_check_keys_with_checks_off_warn),
+		cmocka_unit_test(test_close_on_down_that_never_acts_warns),
 		cmocka_unit_test(test_bare_duration_suggestions),
 		cmocka_unit_test(test_bare_duration_anchor_two_settings),
 		cmocka_unit_test(test_loop),
