@@ -193,8 +193,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"  Among them: an option that the command does not take (--json with\n"
 		"  metrics; --service with status, metrics, reload or upgrade; --vip\n"
-		"  but with lookup; --pid but with reload; --force but with upgrade), a\n"
-		"  clients N that is no number 1..1000.\n"
+		"  with any command but lookup; --pid with any but reload; --force\n"
+		"  with any but upgrade), a clients N that is no number 1..1000.\n"
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb ctl status\n"
 		"  hashlb ctl set web-2 drain\n"

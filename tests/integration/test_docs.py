@@ -316,7 +316,7 @@ for where, text, pattern in (
           f"{where}: --service is refused with {m and m.group(1)}; cmd_ctl.c: {sorted(with_none('service'))}")
 check(with_none("json") == {"metrics"} and "(--json with metrics;" in flat_help and
       "`--json metrics`" in control, f"--json does not apply to {sorted(with_none('json'))}")
-check(set(ctl_cmds) - with_none("vip") == {"lookup"} and "--vip but with lookup" in flat_help,
+check(set(ctl_cmds) - with_none("vip") == {"lookup"} and "--vip with any command but lookup;" in flat_help,
       f"--vip applies to {sorted(set(ctl_cmds) - with_none('vip'))}")
 for cmd in sorted(with_none("service")):
     p = subprocess.run([HASHLB, "ctl", "--admin", "127.0.0.1:1", "-s", "x", cmd], capture_output=True,
