@@ -134,8 +134,8 @@ int cli_config_path(const char *name, const char *arg, const char **path);
  * option as typed ("--seed" or "-S") goes into <ret_name>
  * (CLI_OPT_NAME_MAX bytes). An option that takes a value and is given one
  * again since cli_set_command() ("-s a -s b", "-c a.yaml --config=b.yaml")
- * is refused so, naming both values: the last one was taken, the first
- * dropped unsaid. Unless its code is one of <repeatable> (0-terminated, or
+ * is refused so, naming both values (before, the last one was taken, the
+ * first dropped unsaid). Unless its code is one of <repeatable> (0-terminated, or
  * NULL: none), an option that adds to a list (--down a --down b).
  */
 int cli_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,

@@ -344,8 +344,8 @@ static void bad_option(int c, char **argv, const char *optstring, const struct o
 
 /*
  * Whether option <c> (named <name>), given <arg>, was given a value before, said if so (a
- * usage error): the last one was taken, the first dropped unsaid ("-s a -s b"), unless it
- * is one of <repeatable>, which adds to a list.
+ * usage error, where before the last one was taken and the first dropped unsaid: "-s a -s b"),
+ * unless it is one of <repeatable>, which adds to a list.
  */
 static bool given_twice(int c, const char *name, const char *arg, const int *repeatable,
 			const struct option *longopts)
