@@ -2925,8 +2925,9 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 		hlb_log(HLB_LOG_INFO, "sockets taken over and not used, left to the old hashlb",
 			"count=%u", unused - served);
 	d->running = true;
-	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
-		hlb_log_quote(d->config_path, qp, sizeof(qp)), (int)getpid());
+	/* the version hashlb --version prints: the log says which binary ran from when */
+	hlb_log(HLB_LOG_INFO, "started", "version=%s workers=%u config=%s pid=%d", HASHLB_VERSION,
+		d->n_workers, hlb_log_quote(d->config_path, qp, sizeof(qp)), (int)getpid());
 	/* every listener is bound and every worker accepting */
 	if (d->ready_fd >= 0) {
 		resync_watch(d); /* before READY, which the old one answers on it */

@@ -735,6 +735,18 @@ def odd_config_path_logged_as_logfmt():
               logfmt_fields(line).get("config") == lb.path, f"{tag}: every field key=value: {line!r}")
     check(lb.stop() == 0, "exit 0")
 
+def started_line_names_the_version():
+    """The started line gives hashlb's version, as hashlb --version prints it: which binary
+    ran from when, in a journal read after an upgrade. Before, only ctl status said it."""
+    v = subprocess.run([HASHLB, "--version"], capture_output=True, text=True, timeout=60)
+    version = v.stdout.split()[-1] if v.returncode == 0 and v.stdout.startswith("hashlb ") else None
+    lb = Hashlb(config(BACKENDS))
+    line = next((l for l in lb.log if "msg=started " in l), "")
+    check(version and logfmt_fields(line).get("version") == version,
+          f"msg=started carries version={version}: {line!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def long_config_path_logged_whole():
     """A config path of some 1,200 bytes (nested dirs, with spaces and quotes: quoted, and
     some 1,300 bytes so) is logged whole in the lines that name it: started, a reload refused
@@ -1809,5 +1821,5 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            journal_priorities_of_config_diagnostics, journal_priorities_of_ctl,
            systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
-           odd_config_path_logged_as_logfmt,
+           odd_config_path_logged_as_logfmt, started_line_names_the_version,
            long_config_path_logged_whole])
