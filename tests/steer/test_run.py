@@ -537,11 +537,12 @@ def neighbour(topo, servers):
     once when refused, once when published, not at every retry."""
     lb = topo.lb
     every = range(len(topo.backends))
-    for i in every:
-        topo.deaf(i)
-    T.sh("ip", "neigh", "flush", "dev", "eth0", ns=lb)
-    d = Daemon(topo, service(topo, health="{enabled: false}")).start()
-    try:
+    d = Daemon(topo, service(topo, health="{enabled: false}"))
+    try:  # the backends deaf until the finally, whatever fails (the start too)
+        for i in every:
+            topo.deaf(i)
+        T.sh("ip", "neigh", "flush", "dev", "eth0", ns=lb)
+        d.start()
         refused_then_published(topo, d, "neighbour: MACs unknown at start", "neighbour table",
                                every)
         topo.deaf(2)
