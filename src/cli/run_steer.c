@@ -54,6 +54,7 @@ struct run_steer_svc {
 	 * points, at most): a program shared by several services is sized for
 	 * the largest of them (iface_services()). */
 	struct hashlb_steer_needs need;
+	enum hashlb_scheme scheme; /* its config's: which of <need>'s sizes its tables use */
 	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
 	bool failed; /* attaching failed: logged once, retried after a reload */
 	/* Another hashlb version's program is on its interface (-EPROTO): its
@@ -254,6 +255,7 @@ static int svc_set_needs(struct run_steer_svc *e, const struct hashlb_service_cf
 		backup[i] = c->backends[i].backup;
 	}
 	hashlb_steer_needs(&c->table, weights, backup, c->n_backends, &e->need);
+	e->scheme = c->table.scheme;
 	free(weights);
 	free(backup);
 	return 0;
@@ -1141,6 +1143,34 @@ static struct hashlb_steer_needs snap_needs(const struct hlb_snapshot *snap)
 					    .ring_points = v.n_points };
 }
 
+/*
+ * What publishing <snap> needs of <e>'s program: the larger of its table as it is and of its
+ * config's needs (the heavier of its primaries and backups, a reload's check counts them
+ * so: svc_set_needs()), for a ctl set may make the table outgrow the config's counts.
+ */
+static struct hashlb_steer_needs publish_needs(const struct run_steer_svc *e,
+					       const struct hlb_snapshot *snap)
+{
+	struct hashlb_steer_needs n = snap_needs(snap);
+
+	n.backends = max_u32(n.backends, e->need.backends);
+	n.maglev_m = max_u32(n.maglev_m, e->need.maglev_m);
+	n.ring_points = max_u32(n.ring_points, e->need.ring_points);
+	return n;
+}
+
+/* Whether <e>'s program holds what <need> counts of its config's scheme. */
+static bool holds(const struct run_steer_svc *e, const struct hashlb_steer_needs *need)
+{
+	uint32_t backends, m, points;
+
+	hashlb_steer_caps(e->steer, &backends, &m, &points);
+	if (need->backends > backends)
+		return false;
+	return e->scheme == HASHLB_SCHEME_MAGLEV ? need->maglev_m <= m
+						 : need->ring_points <= points;
+}
+
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
@@ -1149,6 +1179,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	struct hashlb_steer_neigh *neigh;
 	const char *name = e->name, *dev, *from;
 	char qi[LOG_IFACE_MAX], devbuf[IF_NAMESIZE];
+	struct hashlb_steer_needs need;
 	int ret;
 
 	if (rs->stopping || e->failed || e->lost ||
@@ -1416,23 +1447,30 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		e->vips_stale = false;
 		table_taken(e);
 	}
-	e->published = false;
-	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
-				     &err);
-	/* a program taken over (an orphan) sized for a smaller config: grown for this one */
-	if (ret == -E2BIG) {
-		struct hashlb_steer_needs need = snap_needs(snap);
+	/*
+	 * A program too small for the config, not only for this table: grown for the config
+	 * first. A program taken over (an orphan, an upgrade's) sized for a smaller config, or
+	 * one a reload outgrew while another publication held its lock (run_steer_fits()
+	 * leaves the growth to this publication). Before, only the table in hand was counted:
+	 * a ring whose backups outweigh its primaries got its program grown at the failover to
+	 * them, a backend failing, on the control loop, or refused then if the lock was held.
+	 * A program that cannot grow so still takes a table that fits it.
+	 */
+	ret = 0;
+	need = publish_needs(e, snap);
+	if (!holds(e, &need)) {
 		struct hashlb_error why = { 0 };
 		int g = grow_for(rs, e, &need, &why);
 
-		if (g == 0)
-			ret = hashlb_steer_set_table(e->steer, snap->table, snap->key,
-						     &snap->hash_prefix, dests, &err);
-		else if (g == -EAGAIN || g == -ETIMEDOUT)
+		if (g == -EAGAIN || g == -ETIMEDOUT) {
 			err = why; /* tried again, as a table refused so */
-		if (g == -EAGAIN || g == -ETIMEDOUT)
 			ret = g;
+		}
 	}
+	e->published = false;
+	if (ret == 0)
+		ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix,
+					     dests, &err);
 	if (ret == -E2BIG) {
 		table_unfit(e, &err);
 	} else if (ret < 0 || (ret = set_vip(e, &err)) < 0) {

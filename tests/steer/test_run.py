@@ -1096,6 +1096,48 @@ def ring_backup(topo, servers):
         d.stop()
 
 
+def ring_backup_taken(topo, servers):
+    """ring_backup's config (primaries of 20,000 ring points, a backup of 100,000) taking
+    over an orphan program that hashlb steer --keep sized by default (65,536 points, which
+    the primaries' table fits): the program is grown for the config at the first
+    publication, 'kernel steering program grown' logged once with 200,000 points, so the
+    failover to the backup grows nothing and new clients reach b3 through the kernel path.
+    Before, the publication counted only the primaries' table: the program was grown at the
+    failover, on the control loop as a backend failed (refused if the lock was held)."""
+    p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "tc",
+             "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+             *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
+             ns=topo.lb, check=False)
+    check(p.returncode == 0, f"ring backup taken: the orphan: {p.returncode} "
+          f"{p.stderr.strip()}")
+    yaml = service(topo, backends={2: ", backup: true, weight: 10"}).replace(
+        "    interface: eth0\n", "    interface: eth0\n    scheme: ring\n    vnodes: 10000\n")
+    d = Daemon(topo, yaml).start()
+    try:
+        taken = d.wait_log("kernel steering taken over", 15)
+        published = d.wait_log("kernel steering table published", 60)
+        if not check(taken is not None and published is not None,
+                     f"ring backup taken: not taken over and published: "
+                     f"{[x for x in d.lines if 'kernel steering' in x]}"):
+            return
+        grown_l = [x for x in d.lines if "kernel steering program grown" in x]
+        check(len(grown_l) == 1 and " max_ring_points=200000 " in grown_l[0],
+              f"ring backup taken: not grown once for the backups' 100,000 points at the "
+              f"first publication: {grown_l}")
+        start = len(d.lines)
+        primaries_down(d, servers, "ring backup taken")
+        grown_f = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+        check(not grown_f, f"ring backup taken: the failover grew the program: {grown_f}")
+        got = steered(topo, "ring backup taken: b1 and b2 down")
+        check(got == {"b3": 20}, f"ring backup taken: new clients not all on b3: {dict(got)}")
+        print(f"ring backup taken: grown at the takeover, not at the failover; new clients "
+              f"{dict(got)}", flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def sigkill(topo, servers):
     """hashlb run killed (SIGKILL: its program stays attached, nobody drives it); a plain
     restart takes that program over, with the established flows in its conntrack, and
@@ -3871,6 +3913,7 @@ def body(topo):
              ("stop_half_closed", stop_half_closed),
              ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
              ("backup", backup), ("ring_backup", ring_backup),
+             ("ring_backup_taken", ring_backup_taken),
              ("reload_listen", reload_listen), ("sigkill", sigkill),
              ("driven_later", driven_later),
              ("worker_failed", worker_failed),
