@@ -2339,8 +2339,16 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 								     : "not attached yet" };
 		return -ENODEV;
 	}
-	if (!(x = steer_scan(rs, e)) || hashlb_steer_stats(e->steer, &v.st) < 0)
+	/* a program whose counters cannot be read now: why, for ctl status (before, its
+	 * "steering" was null with no steering_none, as if no reason were known) */
+	if (!(x = steer_scan(rs, e)) || hashlb_steer_stats(e->steer, &v.st) < 0) {
+		*ret = (struct hlb_steer_sample){
+			.service = e->name,
+			.none = "its program's counters could not be read (tried at each reading)",
+			.attached = true
+		};
 		return -ENODEV;
+	}
 	v.service = e->name;
 	t = hashlb_steer_tables(e->steer) < 2 ? 0 : hashlb_steer_table(e->steer);
 	v.flows = x->tables[t];

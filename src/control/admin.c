@@ -394,7 +394,8 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
  * --stats --json names them, of those its own (service_packets, service_bytes,
  * service_new_flows ...: each counter a table counts, absent where unknown), its own
  * conntrack entries (flows) and the program's (interface_flows: --stats' flows) of
- * flows_max, and /metrics' table_stale and tables_refused; null while it has no program. */
+ * flows_max, and /metrics' table_stale and tables_refused; null while it has no program or
+ * its counters cannot be read, steering_none saying why. */
 static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 {
 	const char *name;
@@ -638,8 +639,9 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 
 	if (!v || v->none) {
 		/* why, as logged (before, the log alone said it) */
-		hlb_buf_printf(o, "  kernel steering: no program attached%s%s\n", v ? ": " : "",
-			       v ? v->none : "");
+		hlb_buf_printf(o, "  kernel steering: %s%s%s\n",
+			       v && v->attached ? "" : "no program attached",
+			       v && !v->attached ? ": " : "", v ? v->none : "");
 		return;
 	}
 	st = &v->st;

@@ -39,9 +39,11 @@ struct hlb_steer_sample {
 	 * steers by an older one */
 	bool table_stale;
 	uint64_t tables_refused; /* tables the kernel path refused, since start */
-	/* No program now: why, as logged (borrowed, as <service>), the rest unset; NULL with
-	 * one. Only hlb_control_steer_samples_status()'s. */
+	/* No program now (why, as logged), or one whose counters could not be read (that)
+	 * (borrowed, as <service>), the rest unset; NULL with one read. Only
+	 * hlb_control_steer_samples_status()'s. */
 	const char *none;
+	bool attached; /* with <none>: a program is attached, its counters unread */
 };
 
 /*

@@ -1828,19 +1828,22 @@ def outgrown_locked(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
-def rebind_fails(pid, mark):
-    """gdb attached to hashlb <pid> (a background process: .wait() it): the first
-    hashlb_steer_rebind() returns -ENOMEM (12) at once, as out of memory or descriptors
-    would make it, then gdb detaches; file <mark> is written once the breakpoint is set."""
+def rebind_fails(pid, mark, fn="hashlb_steer_rebind", errno=12, caller=None):
+    """gdb attached to hashlb <pid> (a background process: .wait() it): the first call of
+    <fn> (by function <caller> if given) returns -<errno> at once (hashlb_steer_rebind()
+    -ENOMEM, as out of memory or descriptors would make it), then gdb detaches; file <mark>
+    is written once the breakpoint is set."""
+    where = fn if caller is None else f'{fn} if $_caller_is("{caller}")'
+
     script = (
         "python\n"
         "import gdb\n"
         "gdb.execute('set confirm off')\n"
-        "gdb.execute('break hashlb_steer_rebind')\n"
+        f"gdb.execute({'break ' + where!r})\n"
         f"open({mark!r}, 'w').write('set')\n"
         "gdb.execute('continue')\n"
-        "gdb.execute('return -12')\n"
-        "print('injected: hashlb_steer_rebind returns -12')\n"
+        f"gdb.execute('return -{errno}')\n"
+        f"print('injected: {fn} returns -{errno}')\n"
         "gdb.execute('delete')\n"
         "gdb.execute('detach')\n"
         "end\n")
@@ -3838,6 +3841,56 @@ def status_none(d):
     return line, (svc.get("steering_none") if svc.get("steering") is None else None)
 
 
+def status_unread(topo, servers):
+    """A program whose counters cannot be read (gdb makes hashlb_steer_stats() fail once, as
+    a failing bpf syscall would): ctl --json status shows web's "steering" null with a
+    steering_none that says so, and ctl status (text, failed once more) the same words on
+    its kernel steering line, not "no program attached"; the next status, read, shows the
+    counters again. Before, "steering" was null with no steering_none, as if no reason were
+    known, and the text said "no program attached"."""
+    d = Daemon(topo, service(topo)).start()
+    gdb = None
+
+    def unread(*args):
+        """ctl <args> while hashlb_steer_stats() fails once for run_steer_stats(): its
+        output."""
+        nonlocal gdb
+        mark = tempfile.mktemp(prefix="hlbstats-")
+        gdb = rebind_fails(d.proc.pid, mark, "hashlb_steer_stats", 5, "run_steer_stats")
+        if not check(wait_file(mark, gdb) is not None,
+                     f"status_unread: gdb not attached: {gdb.poll()}"):
+            return ""
+        p = d.ctl(*args)
+        out, _ = gdb.communicate(timeout=60)
+        gdb = None
+        check("injected" in out, f"status_unread: not injected: {out[-300:]}")
+        return p.stdout
+
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     "status_unread: no table published at start"):
+            return
+        out = unread("--json", "status")
+        svc = json.loads(out)["services"][0] if out else {}
+        why = svc.get("steering_none") or ""
+        check(svc.get("steering", {}) is None and "could not be read" in why,
+              f"status_unread: steering {svc.get('steering', '-')}, steering_none {why!r}")
+        line = next((x.strip() for x in unread("status").splitlines()
+                     if "kernel steering:" in x), "")
+        check(line == f"kernel steering: {why}",
+              f"status_unread: the text's line {line!r}, want the same words")
+        again = json.loads(d.ctl("--json", "status").stdout)["services"][0]
+        check(isinstance(again.get("steering"), dict) and "steering_none" not in again,
+              f"status_unread: the next status: {again.get('steering')} "
+              f"{again.get('steering_none')}")
+        print(f"status_unread: {line!r}, then read again", flush=True)
+    finally:
+        if gdb:
+            gdb.kill()
+            gdb.wait()
+        d.stop()
+
+
 def other_version(topo, servers):
     """Another hashlb version's program on the LB's eth0 (this source built with its map
     hlb_stats named otherwise, attached by hand in generic XDP): hashlb run does not start
@@ -3920,6 +3973,7 @@ def body(topo):
              ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
              ("manual_update", manual_update),
              ("update_taken_over", update_taken_over), ("lock_held", lock_held),
+             ("status_unread", status_unread),
              ("other_version", other_version),
              ("flows", flows), ("outgrown", outgrown), ("outgrown_locked", outgrown_locked),
              ("too_small", too_small), ("outgrown_shared", outgrown_shared),
