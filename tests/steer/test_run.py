@@ -1096,6 +1096,24 @@ def ring_backup(topo, servers):
         d.stop()
 
 
+def grown_for_backups(topo, d, servers, start, tag):
+    """ring_backup's service published by <d>: since its line <start>, the program grown once,
+    for the backup's 100,000 points (200,000), then the failover to b3 grows nothing and 20
+    new clients reach b3 through the kernel path."""
+    grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+    check(len(grown_l) == 1 and " max_ring_points=200000 " in grown_l[0],
+          f"{tag}: not grown once for the backup's 100,000 points at the publication: "
+          f"{grown_l}")
+    start = len(d.lines)
+    primaries_down(d, servers, tag)
+    grown_f = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+    check(not grown_f, f"{tag}: the failover grew the program: {grown_f}")
+    got = steered(topo, f"{tag}: b1 and b2 down")
+    check(got == {"b3": 20}, f"{tag}: new clients not all on b3: {dict(got)}")
+    print(f"{tag}: grown at the publication, not at the failover; new clients {dict(got)}",
+          flush=True)
+
+
 def ring_backup_taken(topo, servers):
     """ring_backup's config (primaries of 20,000 ring points, a backup of 100,000) taking
     over an orphan program that hashlb steer --keep sized by default (65,536 points, which
@@ -1120,22 +1138,58 @@ def ring_backup_taken(topo, servers):
                      f"ring backup taken: not taken over and published: "
                      f"{[x for x in d.lines if 'kernel steering' in x]}"):
             return
-        grown_l = [x for x in d.lines if "kernel steering program grown" in x]
-        check(len(grown_l) == 1 and " max_ring_points=200000 " in grown_l[0],
-              f"ring backup taken: not grown once for the backups' 100,000 points at the "
-              f"first publication: {grown_l}")
-        start = len(d.lines)
-        primaries_down(d, servers, "ring backup taken")
-        grown_f = [x for x in d.lines[start:] if "kernel steering program grown" in x]
-        check(not grown_f, f"ring backup taken: the failover grew the program: {grown_f}")
-        got = steered(topo, "ring backup taken: b1 and b2 down")
-        check(got == {"b3": 20}, f"ring backup taken: new clients not all on b3: {dict(got)}")
-        print(f"ring backup taken: grown at the takeover, not at the failover; new clients "
-              f"{dict(got)}", flush=True)
+        grown_for_backups(topo, d, servers, 0, "ring backup taken")
     finally:
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
+def ring_backup_locked(topo, servers):
+    """ring_backup's service loaded at vnodes 100 (its program of 65,536 points), then a
+    reload to vnodes 10,000 (the backup's 100,000 points outgrow it; the primaries' 20,000
+    do not) while the test holds the program's publication lock (an flock on its file): the
+    reload applies, the growth left to the publication, which once the lock is let go grows
+    the program for the config, logged once with 200,000 points, so the failover to the
+    backup grows nothing and new clients reach b3 through the kernel path. Before, the
+    publication counted only the primaries' table: the program grew at the failover."""
+    import fcntl
+
+    def yaml(vnodes):
+        return service(topo, backends={2: ", backup: true, weight: 10"}).replace(
+            "    interface: eth0\n",
+            f"    interface: eth0\n    scheme: ring\n    vnodes: {vnodes}\n")
+
+    d = Daemon(topo, yaml(100)).start()
+    fd = None
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     f"ring backup locked: no table published at start: {d.lines[-1:]}"):
+            return
+        path = lock_file(topo)
+        if not check(path and os.path.exists(path),
+                     f"ring backup locked: no lock file ({path})"):
+            return
+        fd = os.open(path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        d.skip_log()
+        start = len(d.lines)
+        with open(d.path, "w") as fh:
+            fh.write(f"admin: unix:{d.admin}\nworkers: 1\nservices:\n{yaml(10000)}")
+        p = d.ctl("reload")
+        check(p.returncode == 0 and d.wait_log("msg=reloaded ", 10) is not None,
+              f"ring backup locked: the reload refused: {p.stdout} {p.stderr}")
+        os.close(fd)
+        fd = None
+        # a growth loads a program: seconds on a loaded machine
+        check(d.wait_log("kernel steering table published", 90) is not None,
+              "ring backup locked: the table not published once the lock was let go")
+        grown_for_backups(topo, d, servers, start, "ring backup locked")
+    finally:
+        if fd is not None:
+            os.close(fd)
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
 def sigkill(topo, servers):
@@ -3966,7 +4020,7 @@ def body(topo):
              ("stop_half_closed", stop_half_closed),
              ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
              ("backup", backup), ("ring_backup", ring_backup),
-             ("ring_backup_taken", ring_backup_taken),
+             ("ring_backup_taken", ring_backup_taken), ("ring_backup_locked", ring_backup_locked),
              ("reload_listen", reload_listen), ("sigkill", sigkill),
              ("driven_later", driven_later),
              ("worker_failed", worker_failed),
