@@ -435,7 +435,11 @@ void hashlb_config_free(struct hashlb_config *c);
  * (c->bare_durations): it reads as milliseconds, as documented and as HAProxy has it, so old
  * files keep loading, but "connect: 5" or "idle: 300" most likely meant seconds; the warning
  * says what it was read as and how to write either ("5 read as 5ms: write 5ms to keep it,
- * or 5s").
+ * or 5s"). Then, service by service: one no backend of which takes clients (each of
+ * weight 0, drain or maint, not all of weight 0); health.passive_hold where nothing reads it
+ * (checks on, or passive off); health.port, send or expect with checks off; a true
+ * health.close_on_down with checks and passive off; and the shared addresses above. Each at
+ * the key it is about (the service, for the first; the later address, for the last).
  */
 int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,
 			   size_t max);
