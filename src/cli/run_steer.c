@@ -2336,7 +2336,7 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 		/* why, for ctl status: as logged */
 		*ret = (struct hlb_steer_sample){ .service = e->name,
 						  .none = e->none[0] ? e->none
-								     : "not attached yet" };
+								     : "its first attach not tried yet" };
 		return -ENODEV;
 	}
 	/* a program whose counters cannot be read now: why, for ctl status (before, its
