@@ -55,7 +55,8 @@ def greeted(lb, i):
     buf = b""
     while not buf.endswith(b"\n"):
         d = s.recv(1)
-        check(d, "a greeting")
+        if not check(d, "a greeting"):
+            break  # an end: recv() returns b"" from now on, a loop without end
         buf += d
     return s, buf.decode().strip()
 
