@@ -1151,12 +1151,12 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
  * its end, and must still read this one's) or not whole counters (read by its value size);
  * either, or hlb_tnames, of fewer entries than tables (a table past hlb_tnames' was found,
  * and then its name's write failed, E2BIG); hlb_tnames of values not a struct
- * hlb_steer_tname's (64 bytes: looked up into one, and written from one). Taken for none before (as an older
- * program's, which has no names), its names were neither read nor written: this hashlb's
- * tables went on under the names of the other version's services, which its --stats then
- * showed, and a grown program lost them; read as far as it goes, a name of another layout is
- * a guess, and a write of one a guess at the rest of its value. None of this hashlb's or an
- * older one's is refused: their sizes never changed.
+ * hlb_steer_tname's (64 bytes: looked up into one, and written from one). Taken for none
+ * before (as an older program's, which has no names), its names were neither read nor
+ * written: this hashlb's tables went on under the names of the other version's services,
+ * which its --stats then showed, and a grown program lost them; read as far as it goes, a
+ * name of another layout is a guess, and a write of one a guess at the rest of its value.
+ * None of this hashlb's or an older one's is refused: their sizes never changed.
  */
 static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_info *info,
 			     char *why, size_t n)
