@@ -1155,7 +1155,9 @@ static struct hashlb_steer_needs publish_needs(const struct run_steer_svc *e,
 
 	n.backends = max_u32(n.backends, e->need.backends);
 	n.maglev_m = max_u32(n.maglev_m, e->need.maglev_m);
-	n.ring_points = max_u32(n.ring_points, e->need.ring_points);
+	/* 64-bit: a config's points (vnodes x weights) may pass 2^32, max_u32() would wrap them */
+	if (e->need.ring_points > n.ring_points)
+		n.ring_points = e->need.ring_points;
 	return n;
 }
 
