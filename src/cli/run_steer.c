@@ -1046,15 +1046,17 @@ static void rebind_failed(struct run_steer *rs, struct run_steer_svc *s,
 }
 
 /*
- * <e>'s program replaced by one sized for a table of <n> backends, Maglev M <m> and <points>
- * ring points, as a program is sized at start (twice the table, never below the defaults; every
- * other service's of the program as iface_services() sizes them), every table and the
- * conntrack entries carried (hashlb_steer_grow()), and the other services' handles moved
- * to it (hashlb_steer_rebind()): for a reload, a resolve_every or a weight set
- * (run_steer_fits()), or a program taken over too small for the config (publish()).
- * Before, both were refused until a restart, which detached the program and lost every
- * conntrack entry. 0, or -errno with <err> (-EAGAIN, -ETIMEDOUT: another publication holds
- * the program's lock; -EOPNOTSUPP, -E2BIG: it cannot grow so).
+ * <e>'s program replaced by one sized for a table of <need> (hashlb_steer_size_add(), the rule
+ * a program is sized by at start: twice the table, never below the defaults; every other
+ * service's of the program as iface_services() sizes them), every table and the conntrack
+ * entries carried (hashlb_steer_grow()), and the other services' handles moved to it
+ * (hashlb_steer_rebind(); one that fails is let go, rebind_failed()): for a reload, a
+ * resolve_every or a weight set (run_steer_fits()), or a publication into a program too
+ * small for the config (publish(): one taken over, or one a reload outgrew while the lock
+ * was held). Before, both were refused until a restart, which detached the program and lost
+ * every conntrack entry. 0, or -errno with <err> (-EAGAIN, -ETIMEDOUT: another publication
+ * holds the program's lock; -EAGAIN too: grown, but <e>'s own handle not moved, found again
+ * at its retry; -EOPNOTSUPP, -E2BIG: it cannot grow so).
  */
 static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
 		    const struct hashlb_steer_needs *need, struct hashlb_error *err)
