@@ -403,8 +403,9 @@ struct hashlb_steer_needs {
 	uint64_t ring_points;
 };
 
-/* The needs of a table of <p>'s over backends at <weights>, <backup> or not (<n> each): the
- * one count hashlb_steer_table_fits() checks and hashlb run sizes a program by. */
+/* The needs of a table of <p>'s over backends at <weights>, <backup> or not (<n> each; a NULL
+ * <backup>: none is): the one count hashlb_steer_table_fits() checks and hashlb run sizes a
+ * program by. */
 void hashlb_steer_needs(const struct hashlb_table_params *p, const uint32_t *weights,
 			const bool *backup, uint32_t n, struct hashlb_steer_needs *ret);
 

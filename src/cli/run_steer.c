@@ -2205,7 +2205,8 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 
-		/* no program yet, or a new one (another interface): sized for its first table */
+		/* no program yet, or a new one (another interface): sized at its first
+		 * publication, for that table and the config (iface_services()) */
 		if (strcmp(e->name, c->name) != 0 || !e->steer ||
 		    c->steering != HASHLB_STEERING_KERNEL || !steers_on(e, c->steer_interface))
 			continue;
