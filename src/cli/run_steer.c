@@ -2339,9 +2339,10 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 		rs->n_scans = 0;
 	if (!e->steer) {
 		/* why, for ctl status: as logged */
-		*ret = (struct hlb_steer_sample){ .service = e->name,
-						  .none = e->none[0] ? e->none
-								     : "its first attach not tried yet" };
+		*ret = (struct hlb_steer_sample){
+			.service = e->name,
+			.none = e->none[0] ? e->none : "its first attach not tried yet"
+		};
 		return -ENODEV;
 	}
 	/* a program whose counters cannot be read now: why, for ctl status (before, its
