@@ -553,19 +553,24 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
  * table has and it drops, is published: hashlb_steer_set_table() hands
  * them over. Before, it was refused too, -ENOSPC.)
  */
-static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err)
+static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err,
+			const struct hashlb_error *grow)
 {
 	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_KV_MAX];
+	char qg[HLB_LOG_QUOTED_MAX(sizeof(grow->msg))];
 
+	/* grow_error=: why the program could not grow in place (another hashlb version's, or
+	 * past the absolute caps); before, the reason said a program taken over keeps its
+	 * size, false since such programs grow, and why this one did not was dropped */
 	if (!e->too_small || strcmp(e->refused, err->msg) != 0)
 		hlb_log(HLB_LOG_ERROR, "kernel steering table not updated",
-			"service=%s %s error=%s reason=\"%s\"", e->name, iface_kv(e, qi),
-			hlb_log_quote(err->msg, q, sizeof(q)),
-			"its program is too small for this config: one taken over (an upgrade, "
-			"an orphan) keeps the size it was loaded with; it steers by the table it "
-			"has until hashlb is stopped (which detaches it) and started again, to "
-			"load one sized for the config, its flows starting with no conntrack "
-			"entry");
+			"service=%s %s error=%s grow_error=%s reason=\"%s\"", e->name,
+			iface_kv(e, qi), hlb_log_quote(err->msg, q, sizeof(q)),
+			hlb_log_quote(grow->msg[0] ? grow->msg : "-", qg, sizeof(qg)),
+			"its program is too small for this config and could not grow in place "
+			"(grow_error); it steers by the table it has until hashlb is stopped "
+			"(which detaches it) and started again, to load one sized for the "
+			"config, its flows starting with no conntrack entry");
 	e->too_small = true;
 	e->retry = false;
 	e->n_refused++;
@@ -1178,7 +1183,7 @@ static bool holds(const struct run_steer_svc *e, const struct hashlb_steer_needs
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
-	struct hashlb_error err = { 0 };
+	struct hashlb_error err = { 0 }, why = { 0 };
 	struct hashlb_steer_dest *dests;
 	struct hashlb_steer_neigh *neigh;
 	const char *name = e->name, *dev, *from;
@@ -1463,7 +1468,6 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	ret = 0;
 	need = publish_needs(e, snap);
 	if (!holds(e, &need)) {
-		struct hashlb_error why = { 0 };
 		int g = grow_for(rs, e, &need, &why);
 
 		if (g == -EAGAIN || g == -ETIMEDOUT) {
@@ -1476,7 +1480,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix,
 					     dests, &err);
 	if (ret == -E2BIG) {
-		table_unfit(e, &err);
+		table_unfit(e, &err, &why);
 	} else if (ret < 0 || (ret = set_vip(e, &err)) < 0) {
 		table_refused(rs, e, &err, ret == -EAGAIN);
 	} else {
