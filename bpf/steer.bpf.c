@@ -66,6 +66,9 @@ const volatile __u32 buckets_cap = 1;
  * tables_cap * backends_cap slots. A VIP names its table
  * (HLB_STEER_VIP_TABLE_SHIFT): 1 and table 0 is the layout of before. */
 const volatile __u32 tables_cap = 1;
+/* The loader's layout of hlb_bslots (struct hlb_steer_bregion), read by a loader that finds
+ * the program: the program itself only follows the slots the loader writes. */
+const volatile struct hlb_steer_bregion bslot_regions[HLB_STEER_BREGIONS_MAX];
 /* Conntrack buckets - 1 (a power of two less one), set by the loader. */
 const volatile __u32 ct_mask = 0;
 /* The conntrack hash's seed (hlb_steer_ct_hash_words), random, set by the

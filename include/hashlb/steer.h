@@ -242,11 +242,12 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
  * tables are moved to it by hashlb_steer_rebind(). It holds the publication
  * lock from the copy to the swap: -EAGAIN or -ETIMEDOUT as a publication
  * while another holds it (hashlb_steer_set_lock_try()). On failure
- * (-EOPNOTSUPP for nothing to grow, an older hashlb's program, or a program
- * of several tables whose backends would grow: its conntrack entries name a
- * backend's slot by table t's first, t * backends_cap; -E2BIG past the
- * caps) <s>'s program serves on as it was. Returns 0 or -errno with <err>
- * filled.
+ * (-EOPNOTSUPP for nothing to grow or an older hashlb's program; -E2BIG past the
+ * caps, or past HLB_STEER_BREGIONS_MAX regions of backend slots) <s>'s program
+ * serves on as it was. The backend slots conntrack entries name stay where they
+ * are: a program of several tables whose backends grow gets a region of slots
+ * appended (struct hlb_steer_bregion), which an older hashlb refuses. Returns 0
+ * or -errno with <err> filled.
  */
 int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err);

@@ -475,6 +475,24 @@ struct hlb_steer_tstats2 {
  * without -c, an --update's too), NUL-padded, without a NUL at HLB_STEER_TNAME_MAX bytes: a
  * service's name, at most that. */
 #define HLB_STEER_TNAME_MAX 64
+
+/*
+ * A region of hlb_bslots, the backend slots conntrack entries name: tables [t_first, t_end)'s
+ * slots [lo, hi) of each table, table t's slot i at base + (t - t_first) * (hi - lo) + (i - lo).
+ * A program of several tables whose backends grew (hashlb_steer_grow()) keeps every slot where
+ * its entries name it and appends a region for the new ones: the loader's list, in the
+ * program's read-only data (bslot_regions, unused entries all zero: hi == lo), since the
+ * program itself only follows the slot numbers the loader writes. None (all zero): table t's
+ * slot i at t * backends_cap + i, the layout of before. Such a program's hlb_bslots is named
+ * HLB_STEER_BSLOTS_REGIONS_NAME: a hashlb that knows no regions finds no hlb_bslots there and
+ * refuses it as another version's, where it would have written table t's slots at
+ * t * backends_cap, over another table's.
+ */
+struct hlb_steer_bregion {
+	__u32 base, t_first, t_end, lo, hi;
+};
+#define HLB_STEER_BREGIONS_MAX 16
+#define HLB_STEER_BSLOTS_REGIONS_NAME "hlb_bslots_r"
 struct hlb_steer_tname {
 	char name[HLB_STEER_TNAME_MAX];
 };

@@ -102,6 +102,10 @@ struct hashlb_steer {
 	 * table's VIPs left as they are.
 	 */
 	uint32_t tables, table;
+	/* hlb_bslots' layout (struct hlb_steer_bregion), the program's bslot_regions: none,
+	 * table t's slots at t * backends_cap, unless its backends grew with several tables */
+	struct hlb_steer_bregion bregions[HLB_STEER_BREGIONS_MAX];
+	uint32_t n_bregions;
 	uint32_t vflag;
 	uint32_t ct_buckets; /* hlb_ct's entries, a power of two */
 	/* hlb_stats' and hlb_stats2's value sizes: a program another hashlb
@@ -291,6 +295,25 @@ static uint32_t max_u32(uint32_t a, uint32_t b)
 	return a > b ? a : b;
 }
 
+/* Table <t>'s backend slot <i>: its index in hlb_bslots, which conntrack entries name. */
+static uint32_t bslot(const struct hashlb_steer *s, uint32_t t, uint32_t i)
+{
+	for (uint32_t k = 0; k < s->n_bregions; k++) {
+		const struct hlb_steer_bregion *r = &s->bregions[k];
+
+		if (t >= r->t_first && t < r->t_end && i >= r->lo && i < r->hi)
+			return r->base + (t - r->t_first) * (r->hi - r->lo) + (i - r->lo);
+	}
+	return t * s->backends_cap + i;
+}
+
+/* <s>'s layout of hlb_bslots into <to>, a handle of the same program. */
+static void bregions_copy(struct hashlb_steer *to, const struct hashlb_steer *s)
+{
+	memcpy(to->bregions, s->bregions, sizeof(to->bregions));
+	to->n_bregions = s->n_bregions;
+}
+
 /* The name of program <id> (the kernel keeps 15 characters) into <ret_name>;
  * "" if it cannot be read. */
 static void prog_name(uint32_t id, char ret_name[BPF_OBJ_NAME_LEN])
@@ -371,6 +394,8 @@ static int map_index(const char *name)
 	for (int m = 0; m < M_MAX; m++)
 		if (strcmp(name, map_names[m]) == 0)
 			return m;
+	if (strcmp(name, HLB_STEER_BSLOTS_REGIONS_NAME) == 0)
+		return M_BSLOTS;
 	return strcmp(name, MULTI_BUCKETS_NAME) == 0 ? M_BUCKETS : -1;
 }
 
@@ -858,6 +883,8 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	s->skel->rodata->bench_new_flows = bench_new_flows;
 	s->skel->rodata->ct_seed = s->ct_seed;
 	s->skel->rodata->ct_mask = s->ct_buckets - 1;
+	for (uint32_t k = 0; k < s->n_bregions; k++)
+		s->skel->rodata->bslot_regions[k] = s->bregions[k];
 	bpf_map__set_max_entries(s->skel->maps.hlb_tables, 2 * s->tables);
 	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->tables * s->backends_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->tables * s->backends_cap);
@@ -872,6 +899,14 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s", MULTI_BUCKETS_NAME,
 			   strerror(-ret));
+		return ret;
+	}
+	/* laid out in regions: refused by a hashlb that would write slots at t * backends_cap */
+	ret = s->n_bregions ? map_renamed(s->skel->maps.hlb_bslots, HLB_STEER_BSLOTS_REGIONS_NAME)
+			    : 0;
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s",
+			   HLB_STEER_BSLOTS_REGIONS_NAME, strerror(-ret));
 		return ret;
 	}
 	/* a program in <from>'s place goes on with its VIPs, flows and counters */
@@ -1198,6 +1233,47 @@ static bool found_unreadable(const struct hashlb_steer *s, const struct bpf_map_
 	return false;
 }
 
+static int prog_rodata(const struct hashlb_steer *s, const char *name, void *ret_v, size_t size);
+
+/*
+ * A found program's layout of hlb_bslots (named HLB_STEER_BSLOTS_REGIONS_NAME: laid out in
+ * regions, struct hlb_steer_bregion) into <s>, from its read-only data, <bslots> its
+ * hlb_bslots' entries: -EPROTO, <why> filled, if it cannot be read or a region is out of its
+ * tables, its capacity or the map. 0 or -errno.
+ */
+static int bregions_read(struct hashlb_steer *s, uint32_t bslots, char *why, size_t n)
+{
+	struct hlb_steer_bregion r[HLB_STEER_BREGIONS_MAX];
+	int ret = prog_rodata(s, "bslot_regions", r, sizeof(r));
+	uint64_t covered = 0;
+
+	if (ret < 0) {
+		snprintf(why, n, "has map '%s' but its layout cannot be read: %s",
+			 HLB_STEER_BSLOTS_REGIONS_NAME, strerror(-ret));
+		return -EPROTO;
+	}
+	s->n_bregions = 0;
+	for (uint32_t k = 0; k < HLB_STEER_BREGIONS_MAX && r[k].hi > r[k].lo; k++) {
+		if (r[k].t_first >= r[k].t_end || r[k].t_end > s->tables ||
+		    r[k].hi > s->backends_cap ||
+		    r[k].base + (uint64_t)(r[k].t_end - r[k].t_first) * (r[k].hi - r[k].lo) >
+			    bslots) {
+			snprintf(why, n,
+				 "has a backend slot region (%u) out of its %u tables of %u", k,
+				 s->tables, s->backends_cap);
+			return -EPROTO;
+		}
+		s->bregions[s->n_bregions++] = r[k];
+		covered += (uint64_t)(r[k].t_end - r[k].t_first) * (r[k].hi - r[k].lo);
+	}
+	if (covered != (uint64_t)s->tables * s->backends_cap) {
+		snprintf(why, n, "has backend slot regions of %llu slots, not its %u tables of %u",
+			 (unsigned long long)covered, s->tables, s->backends_cap);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
@@ -1205,6 +1281,7 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 	struct bpf_map_info info[M_MAX];
 	struct hashlb_steer *s;
 	char why[160];
+	bool regions = false;
 	int ifindex = 0, ret;
 
 	ret = find_attached(iface, mode, &ifindex, &prog_id, &mode, err);
@@ -1241,6 +1318,8 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 			s->slots_cap = mi.max_entries / 2;
 		else if (m == M_POINTS)
 			s->points_cap = mi.max_entries / 2;
+		else if (m == M_BSLOTS)
+			regions = strcmp(mi.name, HLB_STEER_BSLOTS_REGIONS_NAME) == 0;
 		else if (m == M_BUCKETS)
 			s->buckets_cap = mi.max_entries / 2;
 		else if (m == M_CT) {
@@ -1273,6 +1352,11 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 			hashlb_steer_free(s);
 			return ret;
 		}
+	}
+	if (regions && bregions_read(s, info[M_BSLOTS].max_entries, why, sizeof(why)) < 0) {
+		ret = not_readable(err, "", iface, mode, prog_id, why);
+		hashlb_steer_free(s);
+		return ret;
 	}
 	ret = ct_map(s);
 	if (ret == 0)
@@ -2410,6 +2494,7 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
 	o->keep = true;
 	o->tables = s->tables;
 	o->table = table;
+	bregions_copy(o, s);
 	o->backends_cap = s->backends_cap;
 	o->slots_cap = s->slots_cap;
 	o->points_cap = s->points_cap;
@@ -2502,10 +2587,11 @@ int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
 }
 
 /*
- * Into *<ret_v>, the 64-bit variable <name> of the read-only data in map <fd>
+ * Into <ret_v>, the variable <name> of <size> bytes of the read-only data in map <fd>
  * (<mi>), where its BTF places it. 0 or -errno (-ENOENT: no such variable).
  */
-static int rodata_u64(int fd, const struct bpf_map_info *mi, const char *name, uint64_t *ret_v)
+static int rodata_var(int fd, const struct bpf_map_info *mi, const char *name, void *ret_v,
+		      size_t size)
 {
 	struct btf *btf = btf__load_from_kernel_by_id(mi->btf_id);
 	const struct btf_type *t = btf ? btf__type_by_id(btf, mi->btf_value_type_id) : NULL;
@@ -2519,7 +2605,7 @@ static int rodata_u64(int fd, const struct bpf_map_info *mi, const char *name, u
 		const struct btf_var_secinfo *vs = &btf_var_secinfos(t)[i];
 		const struct btf_type *v = btf__type_by_id(btf, vs->type);
 
-		if (v && vs->size == sizeof(*ret_v) && vs->offset + vs->size <= mi->value_size &&
+		if (v && vs->size == size && vs->offset + vs->size <= mi->value_size &&
 		    strcmp(btf__name_by_offset(btf, v->name_off), name) == 0)
 			at = (int)vs->offset;
 	}
@@ -2530,7 +2616,7 @@ static int rodata_u64(int fd, const struct bpf_map_info *mi, const char *name, u
 	if (!value)
 		return -ENOMEM;
 	if (bpf_map_lookup_elem(fd, &zero, value) == 0)
-		memcpy(ret_v, value + at, sizeof(*ret_v));
+		memcpy(ret_v, value + at, size);
 	else
 		at = -errno;
 	free(value);
@@ -2538,10 +2624,10 @@ static int rodata_u64(int fd, const struct bpf_map_info *mi, const char *name, u
 }
 
 /*
- * <s>'s ct_seed, a found handle's: the one its program was loaded with, in
- * its .rodata map. 0 or -errno (-ENOENT: none found).
+ * Into <ret_v>, variable <name> (<size> bytes) of <s>'s program, a found handle's: the value it
+ * was loaded with, in its .rodata map. 0 or -errno (-ENOENT: none found).
  */
-static int ct_seed_read(struct hashlb_steer *s)
+static int prog_rodata(const struct hashlb_steer *s, const char *name, void *ret_v, size_t size)
 {
 	uint32_t ids[32], n = 0;
 	int ret = prog_map_ids(s->prog_id, ids, &n);
@@ -2552,7 +2638,7 @@ static int ct_seed_read(struct hashlb_steer *s)
 		const char *dot = fd >= 0 ? strrchr(mi.name, '.') : NULL;
 
 		if (dot && strcmp(dot, ".rodata") == 0 && mi.btf_id) {
-			ret = rodata_u64(fd, &mi, "ct_seed", &s->ct_seed);
+			ret = rodata_var(fd, &mi, name, ret_v, size);
 			close(fd);
 			return ret;
 		}
@@ -2592,9 +2678,9 @@ static int map_copy(int from, uint32_t from_first, int to, uint32_t to_first, ui
 /*
  * Every table of <s>'s program, both halves and its backend slots, into
  * <g>'s (capacities no smaller, tables no fewer): at the same indices within
- * each half, so the slots its conntrack entries name are the same (table t's
- * at t * backends_cap: the same for t > 0 only if that is, hashlb_steer_grow()
- * asks), with their names. 0 or -errno.
+ * each half, and every backend slot at its index, which its conntrack entries
+ * name (<g>'s layout keeps <s>'s slots where they are: bregions_grown()), with
+ * their names. 0 or -errno.
  */
 static int tables_copy(const struct hashlb_steer *s, const struct hashlb_steer *g)
 {
@@ -2608,12 +2694,10 @@ static int tables_copy(const struct hashlb_steer *s, const struct hashlb_steer *
 		{ M_POINTS, s->points_cap, g->points_cap, sizeof(struct hlb_steer_ring_point) },
 		{ M_BUCKETS, s->buckets_cap, g->buckets_cap, sizeof(uint32_t) },
 	};
-	int ret = 0;
+	int ret = map_copy(s->fd[M_BSLOTS], 0, g->fd[M_BSLOTS], 0, s->tables * s->backends_cap,
+			   sizeof(struct hlb_steer_backend));
 
 	for (uint32_t t = 0; t < s->tables && ret == 0; t++) {
-		ret = map_copy(s->fd[M_BSLOTS], t * s->backends_cap, g->fd[M_BSLOTS],
-			       t * g->backends_cap, s->backends_cap,
-			       sizeof(struct hlb_steer_backend));
 		for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 			for (uint32_t h = 2 * t; h < 2 * t + 2 && ret == 0; h++)
 				ret = map_copy(s->fd[arrays[i].m], h * arrays[i].from_cap,
@@ -2818,6 +2902,53 @@ static int prog_replace(struct hashlb_steer *s, struct hashlb_steer *g)
 	return 0; /* loaded only */
 }
 
+/* A region of tables [<t_first>, <t_end>)'s slots [<lo>, <hi>) that is laid out as
+ * t * <cap> + i (a plain layout's). */
+static bool bregion_plain(const struct hlb_steer_bregion *r, uint32_t cap)
+{
+	return (r->lo == 0 && r->hi == cap && r->base == r->t_first * cap) ||
+	       (r->t_end - r->t_first == 1 && r->base == r->t_first * cap + r->lo);
+}
+
+/*
+ * <g>'s layout of hlb_bslots, <s>'s grown to <g>'s tables and backends_cap: every slot of
+ * <s> where it is (its conntrack entries name it), each table's new slots in a region after
+ * them, then the new tables'. Before, the slots were re-strided to t * backends_cap, which
+ * moved every table's but the first, so a program of several tables could not grow its
+ * backends. One that stays t * backends_cap (one table, or no more backends) has none, and
+ * an older hashlb can still drive it. 0, or -E2BIG with <err>: grown too many times.
+ */
+static int bregions_grown(const struct hashlb_steer *s, struct hashlb_steer *g,
+			  struct hashlb_error *err)
+{
+	struct hlb_steer_bregion r[HLB_STEER_BREGIONS_MAX + 3];
+	uint32_t n = s->n_bregions, at = s->tables * s->backends_cap;
+	bool plain = true;
+
+	memcpy(r, s->bregions, n * sizeof(r[0]));
+	if (n == 0)
+		r[n++] = (struct hlb_steer_bregion){ 0, 0, s->tables, 0, s->backends_cap };
+	if (g->backends_cap > s->backends_cap) {
+		r[n++] = (struct hlb_steer_bregion){ at, 0, s->tables, s->backends_cap,
+						     g->backends_cap };
+		at += s->tables * (g->backends_cap - s->backends_cap);
+	}
+	if (g->tables > s->tables)
+		r[n++] = (struct hlb_steer_bregion){ at, s->tables, g->tables, 0, g->backends_cap };
+	for (uint32_t k = 0; k < n; k++)
+		plain &= bregion_plain(&r[k], g->backends_cap);
+	if (plain)
+		n = 0;
+	if (n > HLB_STEER_BREGIONS_MAX)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				  "the program's backend slots grew too many times (%u regions, "
+				  "%u at most)",
+				  n, HLB_STEER_BREGIONS_MAX);
+	memcpy(g->bregions, r, n * sizeof(r[0]));
+	g->n_bregions = n;
+	return 0;
+}
+
 int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err)
 {
@@ -2839,14 +2970,8 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 				  "%u ring points already",
 				  s->tables, s->tables == 1 ? "" : "s", s->backends_cap,
 				  s->slots_cap * HLB_STEER_SLOTS_PER_VALUE, s->points_cap);
-	/* a conntrack entry names a backend's slot, table t's from t * backends_cap */
-	if (s->tables > 1 && o->max_backends > s->backends_cap)
-		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_TOO_MANY_BACKENDS,
-				  "%u backends, the program's %u tables have %u each, and its "
-				  "conntrack entries name their slots by that",
-				  o->max_backends, s->tables, s->backends_cap);
 	/* a program found (taken over): its seed is in its read-only data */
-	ret = s->skel ? 0 : ct_seed_read(s);
+	ret = s->skel ? 0 : prog_rodata(s, "ct_seed", &s->ct_seed, sizeof(s->ct_seed));
 	if (ret < 0)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
 				  "reading the program's conntrack seed: %s", strerror(-ret));
@@ -2862,6 +2987,8 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 	g->ct_buckets = s->ct_buckets;
 	g->ct_seed = s->ct_seed;
 	ret = tables_fit(g, err);
+	if (ret == 0)
+		ret = bregions_grown(s, g, err);
 	if (ret < 0)
 		goto out;
 	g->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * g->points_cap;
@@ -2917,6 +3044,7 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		s->skel = g->skel;
 		memcpy(s->fd, g->fd, sizeof(s->fd));
 		s->tables = g->tables;
+		bregions_copy(s, g);
 		s->tstats2_size = g->tstats2_size; /* an older program of one table had none */
 		s->backends_cap = g->backends_cap;
 		s->slots_cap = g->slots_cap;
@@ -2969,6 +3097,7 @@ int hashlb_steer_rebind(struct hashlb_steer *h, const struct hashlb_steer *s,
 		h->fd[m] = fd[m];
 	}
 	h->tables = s->tables;
+	bregions_copy(h, s);
 	h->backends_cap = s->backends_cap;
 	h->slots_cap = s->slots_cap;
 	h->points_cap = s->points_cap;
@@ -3287,7 +3416,7 @@ static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, 
 			if_mac(name, be.src_mac);
 	}
 	be.ifindex = d->ifindex;
-	be.slot = (uint16_t)(s->table * s->backends_cap + slot); /* its table's slots */
+	be.slot = (uint16_t)bslot(s, s->table, slot); /* its table's slots */
 	be.incarnation = incarnation;
 	if (!hashlb_table_backend_down(t, i) || d->keep_flows)
 		be.flags |= HLB_STEER_BACKEND_F_KEEP;
@@ -3321,26 +3450,53 @@ static struct hashlb_steer_dest dest_effective(const struct hashlb_table *t, uin
 }
 
 /*
- * Clear the conntrack entries of each slot j with <half>[j] set whose
- * incarnation lies in that half of the range (1: 1..127, 2: 128..255). An
+ * Clear the conntrack entries of each slot j of <s>'s table with <half>[j] set
+ * whose incarnation lies in that half of the range (1: 1..127, 2: 128..255). An
  * entry is compared and cleared in one step: a program may rewrite the way
- * meanwhile, for another flow.
+ * meanwhile, for another flow. 0 or -ENOMEM.
  */
-static void ct_clear_incarnations(struct hashlb_steer *s, const uint8_t *half)
+static int ct_clear_incarnations(struct hashlb_steer *s, const uint8_t *half)
 {
+	uint32_t all = s->tables * s->backends_cap;
+	/* by the slot an entry names: its table's slots only */
+	uint8_t *of = calloc(all ? all : 1, 1);
+
+	if (!of)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < s->backends_cap; j++)
+		of[bslot(s, s->table, j)] = half[j];
 	for (uint32_t b = 0; b < s->ct_buckets; b++) {
 		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
 			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED);
-			/* its table's slots only (relative: below the first, wraps) */
-			uint32_t slot = ((uint32_t)e & 0xffff) - s->table * s->backends_cap;
+			uint32_t slot = (uint32_t)e & 0xffff;
 			uint32_t inc = (uint32_t)(e >> HLB_STEER_CT_INC_SHIFT) & 0xff;
 
-			if (e && slot < s->backends_cap && half[slot] &&
-			    half[slot] == (inc < 128 ? 1 : 2))
+			if (e && slot < all && of[slot] && of[slot] == (inc < 128 ? 1 : 2))
 				__atomic_compare_exchange_n(&s->ct[b].way[w], &e, 0, false,
 							    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 		}
 	}
+	free(of);
+	return 0;
+}
+
+/* Table <s>'s backend slots, [0, backends_cap), from hlb_bslots into <ret_be>. 0 or -errno. */
+static int bslots_read(struct hashlb_steer *s, struct hlb_steer_backend *ret_be)
+{
+	int ret = 0;
+
+	if (s->n_bregions == 0)
+		return map_read(s->fd[M_BSLOTS], s->table * s->backends_cap, s->backends_cap,
+				ret_be, sizeof(*ret_be));
+	for (uint32_t k = 0; k < s->n_bregions && ret == 0; k++) {
+		const struct hlb_steer_bregion *r = &s->bregions[k];
+
+		if (s->table >= r->t_first && s->table < r->t_end)
+			ret = map_read(s->fd[M_BSLOTS],
+				       r->base + (s->table - r->t_first) * (r->hi - r->lo),
+				       r->hi - r->lo, ret_be + r->lo, sizeof(*ret_be));
+	}
+	return ret;
 }
 
 /* A backend slot and the id it holds, ordered by id, then slot. */
@@ -3527,10 +3683,9 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	/* its table's halves, and its backends_cap slots of hlb_bslots */
+	/* its table's halves, and its backends_cap slots of hlb_bslots (bslot()) */
 	bb->base = 2 * s->table * s->backends_cap;
-	sb->base = s->table * s->backends_cap;
-	ret = map_read(s->fd[M_BSLOTS], sb->base, s->backends_cap, slot_be, sizeof(*slot_be));
+	ret = bslots_read(s, slot_be);
 	if (ret < 0)
 		goto err_sys;
 	for (uint32_t j = 0; j < s->backends_cap; j++) {
@@ -3569,8 +3724,10 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 		}
 		eff[i] = dest_effective(t, i, &dests[i], &slot_be[slot[i]]);
 	}
-	if (any_wrap)
-		ct_clear_incarnations(s, wrap);
+	if (any_wrap && ct_clear_incarnations(s, wrap) < 0) {
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
 
 	memset(&meta, 0, sizeof(meta));
 	meta.seed = hashlb_table_params(t)->seed;
@@ -3599,7 +3756,7 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 		 * another incarnation in the slot and are scheduled again by
 		 * this table, to it: no flow goes to a holder not its own. */
 		if (slot_id[slot[i]] != be.id && !deferred[slot[i]]) {
-			ret = batch_add(sb, slot[i], &be);
+			ret = batch_add(sb, bslot(s, s->table, slot[i]), &be);
 			if (ret < 0)
 				goto err_sys;
 		}
@@ -3640,7 +3797,7 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 	for (uint32_t i = 0; i < n; i++) {
 		backend_value(s, t, i, &eff[i], slot[i], inc[i], &be);
 		used[slot[i]] = true;
-		ret = batch_add(sb, slot[i], &be);
+		ret = batch_add(sb, bslot(s, s->table, slot[i]), &be);
 		if (ret < 0)
 			goto err_sys;
 	}
@@ -3651,7 +3808,7 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 			continue;
 		memset(&be, 0, sizeof(be));
 		be.incarnation = slot_inc[j];
-		ret = batch_add(sb, j, &be);
+		ret = batch_add(sb, bslot(s, s->table, j), &be);
 		if (ret < 0)
 			goto err_sys;
 	}

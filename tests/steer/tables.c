@@ -47,8 +47,10 @@ static const char *const vips_b[] = { "10.0.0.20:443", "10.0.0.10:8080" };
 
 static int fd;
 
-/* Publish <t> into <s>, backend i at test_backend_mac(<mac0> + i). */
-static void publish(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0)
+/* Publish <t> into <s>, backend i at test_backend_mac(<mac0> + i), the first keeping its
+ * flows with <keep> (out of the table, draining: its flows go there by their entries). */
+static void publish_with(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0,
+			 bool keep)
 {
 	uint32_t n = hashlb_table_backend_count(t);
 	struct hashlb_steer_dest d[8];
@@ -59,10 +61,16 @@ static void publish(struct hashlb_steer *s, const struct hashlb_table *t, uint32
 		test_backend_mac(mac0 + i, d[i].mac);
 		memcpy(d[i].src_mac, test_lb_mac, 6);
 	}
+	d[0].keep_flows = keep;
 	if (hashlb_steer_set_table(s, t, HASHLB_KEY_4TUPLE, NULL, d, &err) < 0) {
 		fprintf(stderr, "set_table: %s\n", err.msg);
 		exit(1);
 	}
+}
+
+static void publish(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0)
+{
+	publish_with(s, t, mac0, false);
 }
 
 /* Flow <i> of VIP <v> of <vips> (<n>): a client of its own, v6 if the VIP is. */
@@ -428,6 +436,25 @@ static bool fits(struct hashlb_steer *s, uint32_t n, uint32_t v)
 	return hashlb_steer_table_fits(s, &p, names_a, w, backup, n, &err) == 0;
 }
 
+/* Table 1 of <sa>'s program shared (returned), A's VIPs and <ta> published into table 0, <tb>
+ * and B's VIPs into table 1. */
+static struct hashlb_steer *shared_published(struct hashlb_steer *sa, const struct hashlb_table *ta,
+					     const struct hashlb_table *tb)
+{
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *sb;
+
+	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {
+		fprintf(stderr, "share: %s\n", err.msg);
+		exit(1);
+	}
+	test_set_vips(sa, vips_a, 2);
+	publish(sa, ta, 0);
+	publish(sb, tb, B_MAC);
+	test_set_vips(sb, vips_b, 2);
+	return sb;
+}
+
 /*
  * A program of two tables whose ring points B's next table outgrows replaced
  * by one of larger sizes (hashlb_steer_grow(): a reload, a resolve_every or a
@@ -435,8 +462,7 @@ static bool fits(struct hashlb_steer *s, uint32_t n, uint32_t v)
  * before go on to their backends (a1's, draining, by their conntrack entries
  * alone), both tables copied, B's handle moved to the
  * new program (hashlb_steer_rebind()) publishes the larger table, A's new
- * flows by its own. Its backends do not grow (its conntrack entries name a
- * slot by its table's first): refused, the program serving on as it was.
+ * flows by its own.
  */
 static void resized(const struct hashlb_table *ta, const struct hashlb_table *tb)
 {
@@ -449,9 +475,6 @@ static void resized(const struct hashlb_table *ta, const struct hashlb_table *tb
 	struct hashlb_steer_opts larger = { .mode = HASHLB_STEER_LOAD_ONLY,
 					    .tables = 2,
 					    .max_ring_points = 8 * per };
-	struct hashlb_steer_opts more_backends = { .mode = HASHLB_STEER_LOAD_ONLY,
-						   .tables = 2,
-						   .max_backends = 8 };
 	static const bool down[] = { true, false, false, false };
 	struct hashlb_table *tb4 = test_table(HASHLB_SCHEME_RING, SEED_B, names_a, 4, NULL);
 	struct hashlb_table *ta_drain = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, down);
@@ -461,14 +484,7 @@ static void resized(const struct hashlb_table *ta, const struct hashlb_table *tb
 	uint32_t wrong;
 
 	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
-	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {
-		fprintf(stderr, "share: %s\n", err.msg);
-		exit(1);
-	}
-	test_set_vips(sa, vips_a, 2);
-	publish(sa, ta, 0);
-	publish(sb, tb, B_MAC);
-	test_set_vips(sb, vips_b, 2);
+	sb = shared_published(sa, ta, tb);
 	for (uint32_t i = 0; i < FLOWS; i++) {
 		struct test_pkt p;
 
@@ -483,11 +499,6 @@ static void resized(const struct hashlb_table *ta, const struct hashlb_table *tb
 	CHECK(fits(sb, 3, per) && !fits(sb, 4, per), "resized: B's ring of 4 fits %u ring points",
 	      3 * per);
 
-	ret = hashlb_steer_grow(sa, &more_backends, &err);
-	CHECK(ret == -EOPNOTSUPP && strstr(err.msg, "conntrack entries name their slots"),
-	      "resized: the backends of a program of 2 tables grown: %d %s", ret, err.msg);
-	CHECK(hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP) == fd,
-	      "resized: a refused growth replaced the program");
 	ret = hashlb_steer_grow(sa, &o, &err);
 	CHECK(ret == -EOPNOTSUPP, "resized: grown to its own sizes: %d %s", ret, err.msg);
 
@@ -521,6 +532,159 @@ static void resized(const struct hashlb_table *ta, const struct hashlb_table *tb
 	hashlb_steer_free(sa);
 	hashlb_table_free(tb4);
 	hashlb_table_free(ta_drain);
+	fd = saved;
+}
+
+/* publish_with() of <t>, its first backend keeping its flows. */
+static void publish_keep(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0)
+{
+	publish_with(s, t, mac0, true);
+}
+
+/* Flows <first>.. (FLOWS, SYNs) to <vips>, where they went into <held>; how many went to a
+ * backend of MAC index <from> or more. */
+static uint32_t establish(const char *const *vips, uint32_t first, int *held, int from)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+
+		flow(&p, vips, i % 2, first + i);
+		held[i] = send_pkt(&p, 0x02);
+		n += held[i] >= from;
+	}
+	return n;
+}
+
+/* The program's rescheduled flows so far (ct_resched): a flow whose entry names a slot that
+ * no longer holds its backend. */
+static uint64_t resched(struct hashlb_steer *s)
+{
+	struct hlb_steer_stats st;
+
+	if (hashlb_steer_stats(s, &st) < 0) {
+		fprintf(stderr, "no counters\n");
+		exit(1);
+	}
+	return st.ct_resched;
+}
+
+/*
+ * A program of two tables of 4 backends each grown to 8 a table (hashlb_steer_grow(): a reload
+ * or a weight set whose table outgrows them). A's and B's flows established before go on to
+ * their backends, a1's and b1's (out of their tables, draining) by their conntrack entries
+ * alone, none rescheduled; the grown program's hlb_bslots is laid out in regions (named
+ * hlb_bslots_r, which a hashlb that knows no regions refuses). A's table of 8 and B's of 6
+ * published: new flows by their tables, some to the new backends, whose flows stay there
+ * when the other table is published again, as every flow of before. With <found>, B's tables
+ * are published through a handle that found the program (a takeover), which reads the regions
+ * from the program's read-only data: laid out otherwise, B's new slots would be A's. Before,
+ * growing the backends of a program of several tables was refused (a conntrack entry names
+ * table t's slot at t * backends_cap, which a growth moved), until a restart.
+ */
+static void widened(bool found)
+{
+	static const char *const names_a8[] = { "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8" };
+	static const char *const names_b6[] = { "b1", "b2", "b3", "b4", "b5", "b6" };
+	static const bool down[] = { true, false, false, false, false, false, false, false };
+	const char *how = found ? "widened (found)" : "widened";
+	struct hashlb_steer_opts o = { .mode = found ? HASHLB_STEER_XDP_GENERIC
+						     : HASHLB_STEER_LOAD_ONLY,
+				       .iface = found ? "hlbgrow0" : NULL,
+				       .tables = 2,
+				       .max_backends = 4 };
+	struct hashlb_steer_opts wider = { .tables = 2, .max_backends = 8 };
+	struct hashlb_table_params p = { .scheme = HASHLB_SCHEME_MAGLEV };
+	static const uint32_t w8[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+	struct hashlb_table *ta = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, NULL);
+	struct hashlb_table *tb = test_table(HASHLB_SCHEME_RING, SEED_B, names_b, 3, NULL);
+	struct hashlb_table *ta_d = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, down);
+	struct hashlb_table *tb_d = test_table(HASHLB_SCHEME_RING, SEED_B, names_b, 3, down);
+	struct hashlb_table *ta8 = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a8, 8, down);
+	struct hashlb_table *tb6 = test_table(HASHLB_SCHEME_RING, SEED_B, names_b6, 6, down);
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *sa = test_steer_load_opts(&o, ta), *sb, *pb;
+	int held_a[FLOWS], held_b[FLOWS], held_a8[FLOWS], held_b6[FLOWS], saved = fd, on_1 = 0;
+	int before = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP), plain, regions;
+	uint32_t wrong, new_a, new_b;
+	uint64_t r0;
+
+	fd = before;
+	sb = shared_published(sa, ta, tb);
+	establish(vips_a, 30000, held_a, 99);
+	establish(vips_b, 30000, held_b, 999);
+	for (uint32_t i = 0; i < FLOWS; i++)
+		on_1 += (held_a[i] == 0) + (held_b[i] == B_MAC);
+	publish_keep(sa, ta_d, 0);
+	publish_keep(sb, tb_d, B_MAC);
+	CHECK(on_1 > 0, "%s: none of the flows on a1 or b1: the test proves little", how);
+	CHECK(hashlb_steer_table_fits(sa, &p, names_a8, w8, NULL, 8, &err) == -E2BIG,
+	      "%s: 8 backends fit a program of 4 a table", how);
+
+	r0 = resched(sa);
+	if (hashlb_steer_grow(sa, &wider, &err) < 0 || hashlb_steer_rebind(sb, sa, &err) < 0) {
+		fprintf(stderr, "%s: grow: %s\n", how, err.msg);
+		exit(1);
+	}
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	CHECK(fd != before, "%s: the program not replaced", how);
+	plain = test_map_of(fd, "hlb_bslots");
+	regions = test_map_of(fd, "hlb_bslots_r");
+	CHECK(plain < 0 && regions >= 0,
+	      "%s: map hlb_bslots %s, hlb_bslots_r %s (a hashlb that knows no regions would "
+	      "take it)",
+	      how, plain < 0 ? "absent" : "present", regions < 0 ? "absent" : "present");
+	if (plain >= 0)
+		close(plain);
+	if (regions >= 0)
+		close(regions);
+	CHECK(hashlb_steer_table_fits(sa, &p, names_a8, w8, NULL, 8, &err) == 0,
+	      "%s: 8 backends do not fit the program grown: %s", how, err.msg);
+	still_held(vips_a, 30000, held_a, "widened: A's flow across the growth");
+	still_held(vips_b, 30000, held_b, "widened: B's flow across the growth");
+
+	pb = sb;
+	if (found) {
+		if (hashlb_steer_find("hlbgrow0", HASHLB_STEER_XDP_GENERIC, &pb, &err) < 0 ||
+		    hashlb_steer_use_table(pb, 1) < 0) {
+			fprintf(stderr, "%s: find: %s\n", how, err.msg);
+			exit(1);
+		}
+	}
+	publish_keep(sa, ta8, 0);
+	new_a = establish(vips_a, 31000, held_a8, 4);
+	publish_keep(pb, tb6, B_MAC);
+	new_b = establish(vips_b, 31000, held_b6, B_MAC + 3);
+	CHECK(new_a > 0 && new_b > 0, "%s: new flows on the new backends: A %u, B %u of %u", how,
+	      new_a, new_b, FLOWS);
+	publish_keep(sa, ta8, 0);
+	publish_keep(pb, tb6, B_MAC);
+	still_held(vips_a, 30000, held_a, "widened: A's flow of before, 8 backends");
+	still_held(vips_b, 30000, held_b, "widened: B's flow of before, 6 backends");
+	still_held(vips_a, 31000, held_a8, "widened: A's flow to 8 backends");
+	still_held(vips_b, 31000, held_b6, "widened: B's flow to 6 backends");
+	CHECK(resched(sa) == r0, "%s: %llu flows rescheduled: their slots moved", how,
+	      (unsigned long long)(resched(sa) - r0));
+	wrong = off_table(vips_a, 2, 32000, ta8, SEED_A, 0);
+	CHECK(wrong == 0, "%s: A's new flows: %u of %u not by its table of 8", how, wrong,
+	      2 * FLOWS);
+	wrong = off_table(vips_b, 2, 32000, tb6, SEED_B, B_MAC);
+	CHECK(wrong == 0, "%s: B's new flows: %u of %u not by its table of 6", how, wrong,
+	      2 * FLOWS);
+	printf("%s: 2 tables of 4 backends to 8: %u flows kept (%d on a1, b1, draining), new "
+	       "flows by tables of 8 and 6 (%u and %u of %u on new backends), none rescheduled\n",
+	       how, 2 * FLOWS, on_1, new_a, new_b, FLOWS);
+	if (pb != sb)
+		hashlb_steer_free(pb);
+	hashlb_steer_free(sb);
+	hashlb_steer_free(sa);
+	hashlb_table_free(ta);
+	hashlb_table_free(tb);
+	hashlb_table_free(ta_d);
+	hashlb_table_free(tb_d);
+	hashlb_table_free(ta8);
+	hashlb_table_free(tb6);
 	fd = saved;
 }
 
@@ -1086,6 +1250,8 @@ int main(void)
 		replaced_at(HASHLB_STEER_TC, found, ta);
 	}
 	replace_refused(ta);
+	widened(false);
+	widened(true);
 	hashlb_table_free(ta);
 	hashlb_table_free(ta2);
 	hashlb_table_free(tb);
