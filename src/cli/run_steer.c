@@ -1070,7 +1070,7 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
 	struct hashlb_steer_opts o = { .tables = tables };
 	struct run_steer_svc *by = e;
 	char kv[LOG_IFACE_KV_MAX];
-	uint32_t caps[3];
+	uint32_t caps[3], most = need->backends, limit;
 	bool *same;
 	int ret;
 
@@ -1091,16 +1091,24 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
 			continue;
 		same[i] = true;
 		hashlb_steer_size_add(&o, &s->need);
+		most = max_u32(most, s->need.backends);
 		/* the one that loaded the program drives its successor: the others move to it */
 		if (hashlb_steer_loaded(s->steer))
 			by = s;
 	}
-	/* a program of several tables keeps its backends a table (their slots are
-	 * conntrack's): asked for the table's alone, refused past them */
-	if (tables > 1)
-		o.max_backends = need->backends;
-	else if (o.max_backends > HASHLB_BACKENDS_MAX)
-		o.max_backends = max_u32(HASHLB_BACKENDS_MAX, need->backends);
+	/*
+	 * A program of several tables grows its backends a table only when one outgrows them:
+	 * each growth appends a region of slots (the old ones stay where their conntrack entries
+	 * name them), of which a program holds a few. The tables' slots share conntrack's 16
+	 * bits. Before, a program of several tables never grew its backends: refused until a
+	 * restart.
+	 */
+	hashlb_steer_caps(e->steer, &caps[0], &caps[1], &caps[2]);
+	limit = tables > 1 ? HLB_STEER_BACKEND_NONE / tables : HASHLB_BACKENDS_MAX;
+	if (tables > 1 && most <= caps[0])
+		o.max_backends = caps[0];
+	else if (o.max_backends > limit)
+		o.max_backends = max_u32(limit, need->backends);
 	ret = hashlb_steer_grow(by->steer, &o, err);
 	if (ret < 0) {
 		free(same);

@@ -639,9 +639,9 @@ def neighbour_unreadable(topo, servers):
         d.stop()
 
 
-def hold(topo, n=24):
-    """A client holding <n> connections: (process, {sport: backend})."""
-    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
+def hold(topo, n=24, vip=T.VIP):
+    """A client holding <n> connections to <vip>: (process, {sport: backend})."""
+    client = topo.spawn(topo.client, [sys.executable, PEER, "client", vip, str(T.VIP_PORT),
                                       str(n)],
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     return client, dict(json.loads(client.stdout.readline()))
@@ -1794,6 +1794,63 @@ def outgrown_shared(topo, servers):
             client.kill()
             client.wait()
         two_services_end(topo, d)
+
+
+def outgrown_shared_backends(topo, servers):
+    """Two services on eth0 (web over b1, b2; api over b3), a program of 4 tables of 256
+    backends each: a reload giving each 299 more backends at weight 0 (static neighbour
+    entries no host answers), and api b2 after them (its slot past the first 256), grows the
+    program's backends in place, every table carried (602 backends each), the slots the
+    conntrack entries name kept where they are: appended, not re-strided, where web's new
+    slots 256 and up would be api's of before, its held flows rescheduled. web's 24 and api's
+    12 connections held across it answer from their backends, none lost nor rescheduled; the
+    growth is logged once; api's 20 new clients reach b3 and b2, the new backend, through the
+    kernel path, and web's b1 and b2. Before, the reload was refused ('restart hashlb (not an
+    upgrade) to load one sized for every service')."""
+    n = 299
+    batch = "".join(f"neigh replace 10.213.{i // 250}.{i % 250 + 1} lladdr "
+                    f"02:00:00:00:{i // 256:02x}:{i % 256:02x} dev eth0 nud permanent\n"
+                    for i in range(n))
+    subprocess.run(["ip", "-n", topo.lb, "-batch", "-"], input=batch, text=True, check=True,
+                   timeout=60)
+    web, api = two_services_yaml(topo)
+    d = two_services_start(topo, web + api, "outgrown_shared_backends")
+    clients = []
+    try:
+        clients = [hold(topo), hold(topo, 12, T.VIP6)]
+        before = steer_stats(topo)
+        start = len(d.lines)
+        more = "".join(f"      - {{name: p{i}, address: '10.213.{i // 250}.{i % 250 + 1}:"
+                       f"{T.VIP_PORT}', weight: 0}}\n" for i in range(n))
+        b2 = f"      - {{name: b2, address: '{topo.backend_ip(1)}:{T.VIP_PORT}'}}\n"
+        b3 = f"      - {{name: b3, address: '{topo.backend_ip(2)}:{T.VIP_PORT}'}}\n"
+        checks = "    health: {interval: 200ms, timeout: 200ms, rise: 1, fall: 2}\n"
+        new = (web.replace(checks, "    health: {enabled: false}\n").replace(b2, b2 + more) +
+               api.replace(checks, "    health: {enabled: false}\n")
+               .replace(b3, b3 + more + b2))
+        d.reload_edit(web + api, new, "service=api generation=",
+                      "outgrown_shared_backends: reload to 301 backends each")
+        grown_l, lost = across_growth(topo, d, start, clients[0][0], clients[0][1], before,
+                                      "outgrown_shared_backends",
+                                      (" tables=4 ", " max_backends=602 "))
+        lost += still_held(clients[1][0], clients[1][1],
+                           "outgrown_shared_backends: api's connections across the growth")
+        clients = []
+        got4 = kernel_steered(topo, "outgrown_shared_backends: web", T.VIP)
+        got6 = kernel_steered(topo, "outgrown_shared_backends: api", T.VIP6)
+        check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
+              f"outgrown_shared_backends: web's clients not all on b1, b2: {dict(got4)}")
+        check(sum(got6.values()) == 20 and set(got6) == {"b2", "b3"},
+              f"outgrown_shared_backends: api's clients not on b3 and its new b2: "
+              f"{dict(got6)}")
+        print(f"outgrown_shared_backends: {grown_l and grown_l.split('msg=')[-1].strip()}; "
+              f"36 held, {lost} lost; web's 20 {dict(got4)}, api's {dict(got6)}", flush=True)
+    finally:
+        for client, _ in clients:
+            client.kill()
+            client.wait()
+        two_services_end(topo, d)
+        T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)
 
 
 def outgrown_locked(topo, servers):
@@ -4031,6 +4088,7 @@ def body(topo):
              ("other_version", other_version),
              ("flows", flows), ("outgrown", outgrown), ("outgrown_locked", outgrown_locked),
              ("too_small", too_small), ("outgrown_shared", outgrown_shared),
+             ("outgrown_shared_backends", outgrown_shared_backends),
              ("grown_rebind_failed", grown_rebind_failed),
              ("slots_held", slots_held),
              ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
