@@ -400,7 +400,8 @@ struct hashlb_steer_needs {
 	uint32_t backends;
 	uint32_t maglev_m; /* its M: HASHLB_MAGLEV_M_DEFAULT for 0 */
 	/* the ring's points: V x the weights of the backends in the table, at most every
-	 * primary or every backup (counted whatever the scheme: a reload may make it a ring) */
+	 * primary or every backup; 0 for Maglev (a reload that makes it a ring grows the
+	 * program, as any that outgrows it) */
 	uint64_t ring_points;
 };
 

@@ -22,8 +22,12 @@ void hashlb_steer_needs(const struct hashlb_table_params *p, const uint32_t *wei
 		sum[backup && backup[i]] += weights[i];
 	ret->backends = n;
 	ret->maglev_m = p->maglev_m ? p->maglev_m : HASHLB_MAGLEV_M_DEFAULT;
-	ret->ring_points = (p->ring_v ? p->ring_v : HASHLB_RING_V_DEFAULT) *
-			   (sum[1] > sum[0] ? sum[1] : sum[0]);
+	/* a Maglev table has no ring: none of its maps' memory (before, vnodes x weights of
+	 * ring maps no packet reads); a reload making it a ring grows the program then */
+	ret->ring_points = p->scheme != HASHLB_SCHEME_RING
+				   ? 0
+				   : (p->ring_v ? p->ring_v : HASHLB_RING_V_DEFAULT) *
+					     (sum[1] > sum[0] ? sum[1] : sum[0]);
 }
 
 void hashlb_steer_size_add(struct hashlb_steer_opts *o, const struct hashlb_steer_needs *need)

@@ -18,7 +18,8 @@ counters, exact and never lower across a reload; a reload of listen and a backen
 table, logged once, and the new VIP is steered; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; a reload or a weight set whose table outgrows the
 program grows it in place, its flows kept, every service's table on the interface carried, and so
-does a takeover of an orphan too small for the config; hash_prefix sends the clients of one
+does a takeover of an orphan too small for the config; a Maglev service's program has ring maps of
+the minimum, grown by a reload that makes it a ring; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 two services on one interface (under one name or two, an altname) share its program, a table
 each, and a reload removing one leaves the other's flows, one swapping their listen addresses
@@ -3776,19 +3777,71 @@ def many_backends(topo, servers, n=1000):
         T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)
 
 
-def lock_file(topo):
-    """The publication lock file of the hashlb program on the LB's eth0: named by the id of
-    its map hlb_active (docs/steering.md)."""
+def prog_maps(topo):
+    """The maps of the hashlb program on the LB's eth0, by name: what bpftool map show says
+    of each (id, max_entries, bytes_memlock...)."""
     net = json.loads(T.sh("bpftool", "-j", "net", "show", "dev", "eth0", ns=topo.lb).stdout)
     progs = [a.get("id") or a.get("prog_id") for n in net for k in ("xdp", "tc")
              for a in n.get(k, [])]
+    maps = {}
     for prog in filter(None, progs):
         info = json.loads(T.sh("bpftool", "-j", "prog", "show", "id", str(prog)).stdout)
         for m in info.get("map_ids", []):
-            if json.loads(T.sh("bpftool", "-j", "map", "show", "id", str(m)).stdout).get(
-                    "name") == "hlb_active":
-                return f"/run/hashlb/steer-{m}.lock"
-    return None
+            one = json.loads(T.sh("bpftool", "-j", "map", "show", "id", str(m)).stdout)
+            maps.setdefault(one.get("name"), one)
+    return maps
+
+
+def lock_file(topo):
+    """The publication lock file of the hashlb program on the LB's eth0: named by the id of
+    its map hlb_active (docs/steering.md)."""
+    active = prog_maps(topo).get("hlb_active")
+    return f"/run/hashlb/steer-{active['id']}.lock" if active else None
+
+
+def maglev_sized(topo, servers):
+    """A Maglev service alone on eth0, b1 of weight 1,000 (a ring of its weights would have
+    160 x 1,002 = 160,320 points): its program's ring maps hold the 65,536 points' minimum
+    (hlb_points 2 x 65,536 entries), its table having no ring; then a reload making it a ring
+    grows the program, logged once with 320,640 points, and new clients go through the
+    kernel path. Before, the Maglev service's program was loaded with ring maps for 320,640
+    points (vnodes x weights, as if it were a ring): memory no packet reads."""
+    def yaml(scheme):
+        return service(topo, backends={0: ", weight: 1000"}).replace(
+            "    interface: eth0\n", f"    interface: eth0\n    scheme: {scheme}\n")
+
+    d = Daemon(topo, yaml("maglev")).start()
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     f"maglev sized: no table published at start: {d.lines[-1:]}"):
+            return
+        maps = prog_maps(topo)
+        points = maps.get("hlb_points", {}).get("max_entries")
+        memlock = sum(m.get("bytes_memlock", 0) for m in maps.values())
+        print(f"maglev sized: Maglev alone: hlb_points {points} entries, "
+              f"hlb_buckets {maps.get('hlb_buckets', {}).get('max_entries')}, "
+              f"maps' memlock {memlock} bytes", flush=True)
+        check(points == 2 * 65536,
+              f"maglev sized: a Maglev service's ring maps hold {points} points' entries, "
+              f"not the minimum's {2 * 65536}")
+        steered(topo, "maglev sized: Maglev")
+        start = len(d.lines)
+        d.skip_log()
+        d.edit("scheme: maglev", "scheme: ring")
+        p = d.ctl("reload")
+        # a growth loads a program: seconds on a loaded machine
+        published = d.wait_log("kernel steering table published", 90)
+        grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+        check(p.returncode == 0 and published and len(grown_l) == 1 and
+              " max_ring_points=320640 " in grown_l[0],
+              f"maglev sized: the reload to a ring ({p.returncode} {p.stderr.strip()}) not "
+              f"published ({published}) once grown to 320,640 points: {grown_l}")
+        got = steered(topo, "maglev sized: ring")
+        print(f"maglev sized: the reload to a ring grew the program: hlb_points "
+              f"{prog_maps(topo).get('hlb_points', {}).get('max_entries')} entries; new "
+              f"clients {dict(got)}", flush=True)
+    finally:
+        d.stop()
 
 
 def lock_tries(path):
@@ -4086,7 +4139,8 @@ def body(topo):
              ("update_taken_over", update_taken_over), ("lock_held", lock_held),
              ("status_unread", status_unread),
              ("other_version", other_version),
-             ("flows", flows), ("outgrown", outgrown), ("outgrown_locked", outgrown_locked),
+             ("flows", flows), ("maglev_sized", maglev_sized), ("outgrown", outgrown),
+             ("outgrown_locked", outgrown_locked),
              ("too_small", too_small), ("outgrown_shared", outgrown_shared),
              ("outgrown_shared_backends", outgrown_shared_backends),
              ("grown_rebind_failed", grown_rebind_failed),

@@ -5,7 +5,8 @@
 #include "helpers.h"
 
 /* A ring's points: vnodes x the larger of the primaries' and the backups' weights (the
- * backups are in the table only while no primary is); Maglev's M, its default for 0. */
+ * backups are in the table only while no primary is), none for Maglev; Maglev's M, its
+ * default for 0. */
 static void test_needs(void **state)
 {
 	struct hashlb_table_params p = { .scheme = HASHLB_SCHEME_RING, .ring_v = 100 };
@@ -25,7 +26,8 @@ static void test_needs(void **state)
 	p = (struct hashlb_table_params){ .scheme = HASHLB_SCHEME_MAGLEV, .maglev_m = 131071 };
 	hashlb_steer_needs(&p, weights, NULL, 4, &need); /* NULL: none a backup */
 	assert_int_equal(need.maglev_m, 131071);
-	assert_int_equal(need.ring_points, HASHLB_RING_V_DEFAULT * 16);
+	/* no ring: sized for none (before, vnodes x weights of ring maps it never used) */
+	assert_int_equal(need.ring_points, 0);
 }
 
 /* Twice the table, never below 256 backends, Maglev's default M, 65,536 ring points. */
