@@ -1715,6 +1715,14 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 			e->vip = svc->cfg->listen_addr;
 			e->published = false;
 		}
+		/* So are its needs (publish_needs()): before, this publication judged the
+		 * program by the old config's, and one a reload outgrew while the lock was
+		 * held at its check (run_steer_fits()), let go since, grew only at the
+		 * next publication, a ring's failover to heavier backups. Not for another
+		 * interface: sync detaches this program. */
+		if (svc->cfg && svc->cfg->steering == HASHLB_STEERING_KERNEL &&
+		    steers_on(e, svc->cfg->steer_interface) && svc_set_needs(e, svc->cfg) < 0)
+			hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
 		publish(rs, e, snap);
 		return;
 	}

@@ -17,7 +17,8 @@ old daemon drove, at tc, though another hashlb program is at the XDP hook; /metr
 counters, exact and never lower across a reload; a reload of listen and a backend publishes one
 table, logged once, and the new VIP is steered; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; a reload or a weight set whose table outgrows the
-program grows it in place, its flows kept, every service's table on the interface carried, and so
+program grows it in place, its flows kept, every service's table on the interface carried (at the
+reload's first publication, by the new config, if the lock held at its check is let go), and so
 does a takeover of an orphan too small for the config; a Maglev service's program has ring maps of
 the minimum, grown by a reload that makes it a ring; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
@@ -1193,6 +1194,72 @@ def ring_backup_locked(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def ring_backup_let_go(topo, servers):
+    """ring_backup_locked's reload (vnodes 100 to 10,000: the backup's 100,000 points outgrow
+    the program, the primaries' 20,000 do not) with the lock held at the reload's check and
+    let go before its first publication (gdb stops the daemon at run_steer_publish() from the
+    reload's flush, where the test lets the lock go): that publication counts the new config
+    and grows the program for the backup, logged once with 200,000 points, so the failover
+    grows nothing. Before, it counted the old config's (vnodes 100), grew nothing, and the
+    failover grew the program, on the control thread as the primaries failed."""
+    import fcntl
+
+    def yaml(vnodes):
+        return service(topo, backends={2: ", backup: true, weight: 10"}).replace(
+            "    interface: eth0\n",
+            f"    interface: eth0\n    scheme: ring\n    vnodes: {vnodes}\n")
+
+    d = Daemon(topo, yaml(100)).start()
+    mark, hit, go = (tempfile.mktemp(prefix=f"hlblet{x}-") for x in "shg")
+    fd = gdb = None
+    try:
+        path = d.wait_log("kernel steering table published", 15) and lock_file(topo)
+        if not check(path and os.path.exists(path),
+                     f"ring backup let go: no table published, or no lock file ({path})"):
+            return
+        fd = os.open(path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        gdb = gdb_at(d.proc.pid, mark,
+                     'run_steer_publish if $_any_caller_matches("hlb_pool_flush_reload", 8)',
+                     f"open({hit!r}, 'w').write('hit')\nimport os, time\n"
+                     f"[time.sleep(0.1) for _ in range(600) if not os.path.exists({go!r})]\n")
+        if not check(wait_file(mark, gdb) is not None,
+                     f"ring backup let go: gdb not attached: {gdb.poll()}"):
+            return
+        d.skip_log()
+        start = len(d.lines)
+        d.edit("vnodes: 100\n", "vnodes: 10000\n")
+        reload = []
+        t = threading.Thread(target=lambda: reload.append(d.ctl("reload")))
+        t.start()
+        stopped = wait_file(hit, gdb) is not None
+        os.close(fd)  # let go between the reload's check and its publication
+        fd = None
+        with open(go, "w") as f:
+            f.write("go")
+        t.join(120)
+        gdb.communicate(timeout=60)
+        gdb = None
+        p = reload[0] if reload else None
+        # a growth loads a program: seconds on a loaded machine
+        published = d.wait_log("kernel steering table published", 90)
+        check(stopped and p is not None and p.returncode == 0 and published,
+              f"ring backup let go: not stopped at the publication ({stopped}), the reload "
+              f"refused ({p and (p.stdout, p.stderr)}) or its table not published")
+        grown_for_backups(topo, d, servers, start, "ring backup let go")
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if gdb is not None:
+            gdb.kill()
+            gdb.wait()
+        for x in (mark, hit, go):
+            if os.path.exists(x):
+                os.unlink(x)
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def sigkill(topo, servers):
     """hashlb run killed (SIGKILL: its program stays attached, nobody drives it); a plain
     restart takes that program over, with the established flows in its conntrack, and
@@ -1946,7 +2013,14 @@ def rebind_fails(pid, mark, fn="hashlb_steer_rebind", errno=12, caller=None):
     -ENOMEM, as out of memory or descriptors would make it), then gdb detaches; file <mark>
     is written once the breakpoint is set."""
     where = fn if caller is None else f'{fn} if $_caller_is("{caller}")'
+    return gdb_at(pid, mark, where, f"gdb.execute('return -{errno}')\n"
+                  f"print('injected: {fn} returns -{errno}')\n")
 
+
+def gdb_at(pid, mark, where, then):
+    """gdb attached to hashlb <pid> (a background process: .wait() it), stopped at the first
+    breakpoint <where> hits, runs the Python lines <then> there, then detaches; file <mark>
+    is written once the breakpoint is set."""
     script = (
         "python\n"
         "import gdb\n"
@@ -1954,8 +2028,7 @@ def rebind_fails(pid, mark, fn="hashlb_steer_rebind", errno=12, caller=None):
         f"gdb.execute({'break ' + where!r})\n"
         f"open({mark!r}, 'w').write('set')\n"
         "gdb.execute('continue')\n"
-        f"gdb.execute('return -{errno}')\n"
-        f"print('injected: {fn} returns -{errno}')\n"
+        f"{then}"
         "gdb.execute('delete')\n"
         "gdb.execute('detach')\n"
         "end\n")
@@ -4131,6 +4204,7 @@ def body(topo):
              ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
              ("backup", backup), ("ring_backup", ring_backup),
              ("ring_backup_taken", ring_backup_taken), ("ring_backup_locked", ring_backup_locked),
+             ("ring_backup_let_go", ring_backup_let_go),
              ("reload_listen", reload_listen), ("sigkill", sigkill),
              ("driven_later", driven_later),
              ("worker_failed", worker_failed),
