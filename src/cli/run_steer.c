@@ -1335,6 +1335,9 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 						  "every second)"
 						: "once it is detached, this hashlb's is "
 						  "attached (tried every second)");
+			/* each try, logged once above: at debug, so that a retry shows */
+			hlb_log(HLB_LOG_DEBUG, "kernel steering attach tried",
+				"service=%s error=%s", name, hlb_log_quote(err.msg, q, sizeof(q)));
 			e->other = true;
 			e->driven = ret == -EBUSY;
 			snprintf(e->refused, sizeof(e->refused), "%s", err.msg);
@@ -1690,6 +1693,9 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 			publish(rs, e, snap);
 			break;
 		}
+		/* each check, at debug: it logs nothing else when no MAC changed */
+		hlb_log(HLB_LOG_DEBUG, "kernel steering MACs checked", "service=%s backends=%u",
+			e->name, e->n_macs);
 	}
 	hashlb_steer_neigh_free(neigh);
 }
