@@ -92,6 +92,9 @@ struct run_steer_svc {
 	 * retried (table_unfit()). */
 	bool too_small;
 	char refused[sizeof(((struct hashlb_error *)0)->msg)];
+	/* Why its program did not grow for the config at a publication whose table fit it,
+	 * as logged (not_grown()); empty: it holds the config, or grew. */
+	char not_grown[sizeof(((struct hashlb_error *)0)->msg)];
 	/* Why it has no program, as logged (ctl status says it beside "no program
 	 * attached"); empty: not attached yet. */
 	char none[sizeof(((struct hashlb_error *)0)->msg)];
@@ -575,6 +578,29 @@ static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err,
 	e->retry = false;
 	e->n_refused++;
 	snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
+}
+
+/*
+ * <e>'s program could not grow for its config (<why>) at a publication whose table fits it:
+ * a table of the config may not (a ring's heavier backups at the failover). Logged once (again
+ * if the reason changes); tried again at each publication, a table that does not fit then
+ * refused (table_unfit()). Before, nothing said so until that table: a reload whose growth
+ * was left to the publication (the lock held at its check) and failed there was silent.
+ */
+static void not_grown(struct run_steer_svc *e, int ret, struct hashlb_error *why)
+{
+	char q[HLB_LOG_QUOTED_MAX(sizeof(why->msg))], qi[LOG_IFACE_KV_MAX];
+
+	if (!why->msg[0])
+		hashlb_err(why, ret, HASHLB_ERR_SYSTEM, "%s", strerror(-ret));
+	if (!strcmp(e->not_grown, why->msg))
+		return;
+	hlb_log(HLB_LOG_WARN, "kernel steering program not grown",
+		"service=%s %s error=%s reason=\"its table fits the program, a table of its config "
+		"may not (a ring's heavier backups): tried again at each publication, such a table "
+		"refused if it cannot grow then\"",
+		e->name, iface_kv(e, qi), hlb_log_quote(why->msg, q, sizeof(q)));
+	snprintf(e->not_grown, sizeof(e->not_grown), "%s", why->msg);
 }
 
 /*
@@ -1197,7 +1223,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	const char *name = e->name, *dev, *from;
 	char qi[LOG_IFACE_MAX], devbuf[IF_NAMESIZE];
 	struct hashlb_steer_needs need;
-	int ret;
+	int ret, g = 0;
 
 	if (rs->stopping || e->failed || e->lost ||
 	    (e->published && e->marked && e->generation == snap->generation))
@@ -1479,7 +1505,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	ret = 0;
 	need = publish_needs(e, snap);
 	if (!holds(e, &need)) {
-		int g = grow_for(rs, e, &need, &why);
+		g = grow_for(rs, e, &need, &why);
 
 		if (g == -EAGAIN || g == -ETIMEDOUT) {
 			err = why; /* tried again, as a table refused so */
@@ -1503,6 +1529,11 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		tables_unserved(rs, e);
 		e->retry = false;
 		e->too_small = false;
+		/* once the replaced hashlb stops (-EINPROGRESS), grown then */
+		if (g < 0 && g != -EINPROGRESS)
+			not_grown(e, g, &why);
+		else
+			e->not_grown[0] = 0;
 		e->generation = snap->generation;
 		if (macs) {
 			e->macs = macs;

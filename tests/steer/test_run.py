@@ -18,7 +18,8 @@ counters, exact and never lower across a reload; a reload of listen and a backen
 table, logged once, and the new VIP is steered; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; a reload or a weight set whose table outgrows the
 program grows it in place, its flows kept, every service's table on the interface carried (at the
-reload's first publication, by the new config, if the lock held at its check is let go), and so
+reload's first publication, by the new config, if the lock held at its check is let go; a growth
+failing there, the table fitting, said once), and so
 does a takeover of an orphan too small for the config; a Maglev service's program has ring maps of
 the minimum, grown by a reload that makes it a ring; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
@@ -1196,6 +1197,13 @@ def ring_backup_locked(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def ring_backup_100(topo):
+    """ring_backup's service at vnodes 100: its program of 65,536 points (the backup's 1,000
+    points), which a reload to vnodes 10,000 outgrows by the backup's 100,000 alone."""
+    return service(topo, backends={2: ", backup: true, weight: 10"}).replace(
+        "    interface: eth0\n", "    interface: eth0\n    scheme: ring\n    vnodes: 100\n")
+
+
 def ring_backup_let_go(topo, servers):
     """ring_backup_locked's reload (vnodes 100 to 10,000: the backup's 100,000 points outgrow
     the program, the primaries' 20,000 do not) with the lock held at the reload's check and
@@ -1204,29 +1212,13 @@ def ring_backup_let_go(topo, servers):
     and grows the program for the backup, logged once with 200,000 points, so the failover
     grows nothing. Before, it counted the old config's (vnodes 100), grew nothing, and the
     failover grew the program, on the control thread as the primaries failed."""
-    import fcntl
-
-    def yaml(vnodes):
-        return service(topo, backends={2: ", backup: true, weight: 10"}).replace(
-            "    interface: eth0\n",
-            f"    interface: eth0\n    scheme: ring\n    vnodes: {vnodes}\n")
-
-    d = Daemon(topo, yaml(100)).start()
-    mark, hit, go = (tempfile.mktemp(prefix=f"hlblet{x}-") for x in "shg")
-    fd = gdb = None
-    try:
-        path = d.wait_log("kernel steering table published", 15) and lock_file(topo)
-        if not check(path and os.path.exists(path),
-                     f"ring backup let go: no table published, or no lock file ({path})"):
+    with LockHeld(topo, "ring backup let go", ring_backup_100, reload=False) as h:
+        if not h.ok:
             return
-        fd = os.open(path, os.O_RDWR)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        gdb = gdb_at(d.proc.pid, mark,
-                     'run_steer_publish if $_any_caller_matches("hlb_pool_flush_reload", 8)',
-                     f"open({hit!r}, 'w').write('hit')\nimport os, time\n"
-                     f"[time.sleep(0.1) for _ in range(600) if not os.path.exists({go!r})]\n")
-        if not check(wait_file(mark, gdb) is not None,
-                     f"ring backup let go: gdb not attached: {gdb.poll()}"):
+        d, hit, go = h.d, h.temp("h"), h.temp("g")
+        if not h.gdb_at('run_steer_publish if $_any_caller_matches("hlb_pool_flush_reload", 8)',
+                        f"open({hit!r}, 'w').write('hit')\nimport os, time\n"
+                        f"[time.sleep(0.1) for _ in range(600) if not os.path.exists({go!r})]\n"):
             return
         d.skip_log()
         start = len(d.lines)
@@ -1234,14 +1226,12 @@ def ring_backup_let_go(topo, servers):
         reload = []
         t = threading.Thread(target=lambda: reload.append(d.ctl("reload")))
         t.start()
-        stopped = wait_file(hit, gdb) is not None
-        os.close(fd)  # let go between the reload's check and its publication
-        fd = None
+        stopped = wait_file(hit, h.gdb) is not None
+        h.release()  # let go between the reload's check and its publication
         with open(go, "w") as f:
             f.write("go")
         t.join(120)
-        gdb.communicate(timeout=60)
-        gdb = None
+        h.gdb.communicate(timeout=60)
         p = reload[0] if reload else None
         # a growth loads a program: seconds on a loaded machine
         published = d.wait_log("kernel steering table published", 90)
@@ -1249,17 +1239,52 @@ def ring_backup_let_go(topo, servers):
               f"ring backup let go: not stopped at the publication ({stopped}), the reload "
               f"refused ({p and (p.stdout, p.stderr)}) or its table not published")
         grown_for_backups(topo, d, servers, start, "ring backup let go")
-    finally:
-        if fd is not None:
-            os.close(fd)
-        if gdb is not None:
-            gdb.kill()
-            gdb.wait()
-        for x in (mark, hit, go):
-            if os.path.exists(x):
-                os.unlink(x)
-        d.stop()
-        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
+def ring_backup_not_grown(topo, servers):
+    """ring_backup_locked's reload (the backup's 100,000 points outgrow the program of
+    65,536, the primaries' 20,000 do not) with the lock held at its check, the growth left
+    to the publication, which fails once the lock is let go (gdb makes hashlb_steer_grow()
+    return -ENOMEM, as a map the kernel cannot make would): the primaries' table, which fits,
+    is published, and that the program did not grow is said once (msg="kernel steering
+    program not grown", naming the error); the failover to the backup grows it then (logged,
+    200,000 points) and new clients reach b3 through the kernel path. Before, nothing said
+    the program was not grown until the failover's table."""
+    with LockHeld(topo, "not grown", ring_backup_100, reload=False) as h:
+        if not h.ok:
+            return
+        d, go = h.d, h.temp("g")
+        # the growth fails once the lock is let go (file <go>), not at a try it refuses
+        if not h.gdb_at("hashlb_steer_grow if $go()",
+                        "gdb.execute('return -12')\nprint('injected')\n",
+                        "import os\nclass Go(gdb.Function):\n"
+                        "    def __init__(self):\n        super().__init__('go')\n"
+                        f"    def invoke(self):\n        return os.path.exists({go!r})\n"
+                        "Go()\n"):
+            return
+        d.skip_log()
+        start = len(d.lines)
+        d.edit("vnodes: 100\n", "vnodes: 10000\n")
+        p = d.ctl("reload")
+        h.release()
+        with open(go, "w") as f:
+            f.write("go")
+        published = d.wait_log("kernel steering table published", 30)
+        out, _ = h.gdb.communicate(timeout=60)
+        said = [x for x in d.lines[start:] if "kernel steering program not grown" in x]
+        check(p.returncode == 0 and published and "injected" in out and len(said) == 1 and
+              "Cannot allocate memory" in said[0],
+              f"not grown: the reload ({p.returncode} {p.stderr.strip()}) published "
+              f"({published}) without saying once that the program did not grow: {said}")
+        start = len(d.lines)
+        primaries_down(d, servers, "not grown")
+        grown_l = [x for x in d.lines[start:] if "kernel steering program grown" in x]
+        check(len(grown_l) == 1 and " max_ring_points=200000 " in grown_l[0],
+              f"not grown: the failover did not grow the program: {grown_l}")
+        got = steered(topo, "not grown: b1 and b2 down")
+        check(got == {"b3": 20}, f"not grown: new clients not all on b3: {dict(got)}")
+        print(f"not grown: said once ({said and said[0].split('error=')[-1][:60]}...), grown "
+              f"at the failover; new clients {dict(got)}", flush=True)
 
 
 def sigkill(topo, servers):
@@ -2019,14 +2044,15 @@ def rebind_fails(pid, mark, fn="hashlb_steer_rebind", errno=12, caller=None):
                   f"print('injected: {fn} returns -{errno}')\n")
 
 
-def gdb_at(pid, mark, where, then):
+def gdb_at(pid, mark, where, then, before=""):
     """gdb attached to hashlb <pid> (a background process: .wait() it), stopped at the first
     breakpoint <where> hits, runs the Python lines <then> there, then detaches; file <mark>
-    is written once the breakpoint is set."""
+    is written once the breakpoint is set, after the Python lines <before> ran."""
     script = (
         "python\n"
         "import gdb\n"
         "gdb.execute('set confirm off')\n"
+        f"{before}"
         f"gdb.execute({'break ' + where!r})\n"
         f"open({mark!r}, 'w').write('set')\n"
         "gdb.execute('continue')\n"
@@ -3966,14 +3992,17 @@ def lock_tries(path):
 
 
 class LockHeld:
-    """A daemon whose first table is published, then its program's lock taken by the test
-    (an flock on its lock file) and a config that changes the table reloaded: .d, .path,
-    .refused (the refusal logged, or None), .ok (False after a failed check). release()
-    lets the lock go; leaving, the lock is let go and the daemon stopped."""
+    """A daemon (of service() or <services>, a function of the topology) whose first table
+    is published, then its program's lock taken by the test (an flock on its lock file) and,
+    if <reload>, a config that changes the table reloaded: .d, .path, .refused (the refusal
+    logged, or None), .ok (False after a failed check), .temp(x) a temporary path removed at
+    the end, .gdb (killed at the end if left running). release() lets the lock go; leaving,
+    the lock is let go and the daemon stopped."""
 
-    def __init__(self, topo, tag):
+    def __init__(self, topo, tag, services=service, reload=True):
         self.topo, self.tag, self.fd, self.path, self.refused = topo, tag, None, None, None
-        self.d = Daemon(topo, service(topo))
+        self.reload, self.gdb, self.paths = reload, None, []
+        self.d = Daemon(topo, services(topo))
 
     def __enter__(self):
         self.d.start()
@@ -3994,10 +4023,23 @@ class LockHeld:
         if self.ok:
             self.fd = os.open(self.path, os.O_RDWR)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
+        if self.ok and self.reload:
             self.d.edit("name: b3,", "name: b3, weight: 3,")
             self.d.skip_log()
             self.d.proc.send_signal(signal.SIGHUP)
             self.refused = self.d.wait_log("kernel steering table not updated", 15)
+
+    def temp(self, x):
+        self.paths.append(tempfile.mktemp(prefix=f"hlblock{x}-"))
+        return self.paths[-1]
+
+    def gdb_at(self, where, then, before=""):
+        """gdb_at() on the daemon, kept in .gdb: whether it was attached (a failed check if
+        not)."""
+        mark = self.temp("m")
+        self.gdb = gdb_at(self.d.proc.pid, mark, where, then, before)
+        return check(wait_file(mark, self.gdb) is not None,
+                     f"{self.tag}: gdb not attached: {self.gdb.poll()}")
 
     def release(self):
         if self.fd is not None:
@@ -4006,6 +4048,12 @@ class LockHeld:
 
     def __exit__(self, *exc):
         self.release()
+        if self.gdb is not None and self.gdb.poll() is None:
+            self.gdb.kill()
+            self.gdb.wait()
+        for x in self.paths:
+            if os.path.exists(x):
+                os.unlink(x)
         self.d.stop()
 
 
@@ -4216,6 +4264,7 @@ def body(topo):
              ("backup", backup), ("ring_backup", ring_backup),
              ("ring_backup_taken", ring_backup_taken), ("ring_backup_locked", ring_backup_locked),
              ("ring_backup_let_go", ring_backup_let_go),
+             ("ring_backup_not_grown", ring_backup_not_grown),
              ("reload_listen", reload_listen), ("sigkill", sigkill),
              ("driven_later", driven_later),
              ("worker_failed", worker_failed),
