@@ -83,9 +83,13 @@ bool hlb_proxy_done(struct hlb_proxy *p);
  * timeouts.drain from the first call (or the one a reload gave its removed backend:
  * hlb_backend.drain_until_ms), then is closed; none past <drain_ms> (HASHLB_DRAIN_NEVER: no
  * bound, a timeouts.drain of never waits for them to end). A later call may only bring that
- * bound closer (0: close them all now).
+ * bound closer (0: close them all now). With <serve_backlog> (the first call's counts), the
+ * clients waiting in the listening sockets' backlogs are accepted and served before the
+ * sockets close, rather than reset by the close: for a stop of the process that holds them
+ * alone (not one whose sockets another hashlb took, which serves that backlog; the service
+ * manager's are kept open there with theirs whatever this says).
  */
-void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
+void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms, bool serve_backlog);
 /*
  * Once hlb_proxy_done(): the connections that ended while the workers drained,
  * by themselves (<ret_finished>: any end but the deadline's) and closed at its

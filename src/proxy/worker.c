@@ -203,7 +203,8 @@ static void accept_arm(struct worker *w, struct wlistener *wl)
 }
 
 /*
- * A listener a reload removed (moved, say, from 127.0.0.1:P to 0.0.0.0:P):
+ * A listener a reload removed (moved, say, from 127.0.0.1:P to 0.0.0.0:P), or
+ * closed by a stop of the process that holds it alone (hlb_proxy_drain()):
  * serve the clients waiting in its backlog, whom closing it would reset.
  * Its socket is this worker's alone (SO_REUSEPORT), so a non-blocking
  * accept empties it; not one the service manager passed, which stays open
@@ -239,7 +240,7 @@ static void wlistener_drop(struct worker *w, struct wlistener *wl)
 {
 	struct wlistener **pp;
 
-	if (wl->removed)
+	if (wl->serve_backlog)
 		wlistener_serve_backlog(w, wl);
 
 	for (pp = &w->listeners; *pp; pp = &(*pp)->next)
@@ -483,9 +484,9 @@ static void worker_commands(struct worker *w)
 			for (wl = w->listeners; wl; wl = wnext) {
 				wnext = wl->next;
 				if (wl->l == cmd->l) {
-					/* a stop leaves its backlog (an upgrade's
-					 * new process serves it) */
-					wl->removed = !w->draining && !wl->closing;
+					/* a stop's drain closed it already, and
+					 * said whether its backlog is served */
+					wl->serve_backlog = !w->draining && !wl->closing;
 					wlistener_close(w, wl);
 				}
 			}
@@ -505,6 +506,9 @@ static void worker_commands(struct worker *w)
 			}
 			for (wl = w->listeners; wl; wl = wnext) {
 				wnext = wl->next;
+				/* one a reload removed keeps its say */
+				if (!wl->closing)
+					wl->serve_backlog = cmd->serve_backlog;
 				wlistener_close(w, wl);
 			}
 			break;
@@ -1681,7 +1685,7 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 	return true;
 }
 
-void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms)
+void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms, bool serve_backlog)
 {
 	for (uint32_t i = 0; i < p->n_workers; i++) {
 		struct cmd *cmd = calloc(1, sizeof(*cmd));
@@ -1690,6 +1694,7 @@ void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms)
 			continue;
 		cmd->type = CMD_DRAIN;
 		cmd->drain_ms = drain_ms;
+		cmd->serve_backlog = serve_backlog;
 		worker_push(&p->workers[i], cmd);
 	}
 }
@@ -1759,7 +1764,7 @@ static void worker_listeners_free(struct worker *w, bool pass_on)
 	struct cmd *cmd, *next;
 
 	while (w->listeners) {
-		w->listeners->removed = false;
+		w->listeners->serve_backlog = false;
 		wlistener_drop(w, w->listeners);
 	}
 	for (cmd = cmd_take_all(w); cmd; cmd = next) {
@@ -1782,7 +1787,7 @@ void hlb_proxy_free(struct hlb_proxy *p)
 	if (!p)
 		return;
 	if (!hlb_proxy_done(p))
-		hlb_proxy_drain(p, 0);
+		hlb_proxy_drain(p, 0, false);
 	for (uint32_t i = 0; i < p->n_workers; i++) {
 		struct worker *w = &p->workers[i];
 

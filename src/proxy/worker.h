@@ -112,7 +112,9 @@ struct wlistener {
 	bool multishot; /* that accept is multishot */
 	bool cancelled; /* it is being cancelled: its -ECANCELED is ours */
 	bool closing; /* removed or draining: close once the accept has ended */
-	bool removed; /* by a reload: its backlog is served before it closes */
+	/* its backlog is served before it closes: removed by a reload, or at a stop of the
+	 * process that holds it alone (hlb_proxy_drain()) */
+	bool serve_backlog;
 	bool paused; /* at the fd limit or the connection cap, or over max_connection_rate:
 		      * re-armed by the tick */
 	uint32_t paused_rate; /* the max_connection_rate that paused it, 0 for the others */
@@ -301,6 +303,7 @@ struct cmd {
 	enum { CMD_ADD, CMD_REMOVE, CMD_DRAIN, CMD_LEND, CMD_LENT_END, CMD_ADOPT } type;
 	struct hlb_listener *l;
 	uint32_t drain_ms;
+	bool serve_backlog; /* CMD_DRAIN: hlb_proxy_drain()'s */
 	/* CMD_LEND, CMD_LENT_END: the lending (<gen>); CMD_LENT_END: what becomes of each client
 	 * the worker lent in it, by its place (<fates>, <n>: enum lent_fate); CMD_ADOPT: <fd> of
 	 * <svc> (a reference), <left_ms> of its wait, <waited_ms> already there, <addr> if

@@ -1326,7 +1326,7 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 		if (!d->stop_now) {
 			d->stop_now = true;
 			hlb_log(HLB_LOG_INFO, "second signal, closing every connection", NULL);
-			hlb_proxy_drain(d->proxy, 0);
+			hlb_proxy_drain(d->proxy, 0, false); /* the listeners are closed */
 			holds_now(d);
 		}
 		return;
@@ -1386,7 +1386,12 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 			   (unsigned long long)hlb_proxy_connections(d->proxy),
 			   hlb_plural(hlb_proxy_connections(d->proxy)), dur);
 	}
-	hlb_proxy_drain(d->proxy, ms);
+	/* The clients in the listening sockets' backlogs, which the kernel has accepted, are
+	 * served rather than reset by the close, unless another hashlb holds those sockets
+	 * (an upgrade's new process, a live taker of GET /sockets), which serves them.
+	 * Before, a stop reset them: under max_connection_rate or at the connection cap,
+	 * every client waiting there. */
+	hlb_proxy_drain(d->proxy, ms, !hlb_daemon_handed_over(d));
 	for (dl = d->listeners; dl; dl = next) {
 		next = dl->next;
 		hlb_listener_close(d->proxy, dl->l);

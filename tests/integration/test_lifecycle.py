@@ -24,8 +24,8 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from shims import Paused  # noqa: E402
-from lbtest import (HASHLB, Backend, BlackHole, Hashlb, Skip, check, config, connect, dead_port,
-                    logfmt_error, logfmt_fields, outcome,
+from lbtest import (HASHLB, Backend, BlackHole, Hashlb, Skip, check, client_ip, config, connect,
+                    dead_port, greetings, logfmt_error, logfmt_fields, outcome,
                     read_line, run_tests, socket_inodes, spawn, syn_sent, tmpfile, tmppath, wait_until,
                     who)  # noqa: E402
 
@@ -361,6 +361,39 @@ def sigterm_drain():
     except subprocess.TimeoutExpired:
         rc = None
     check(rc == 0, f"exit 0 once the last connection closed, got {rc} after {time.time() - t0:.1f}s")
+
+
+def stop_serves_the_backlog():
+    """A stop serves the clients waiting in the listening socket's backlog (held there by
+    max_connection_rate; under load, those the workers had not accepted yet), which the kernel
+    accepted already: each is greeted by its backend and drained with the rest, none reset
+    when the socket closes. Before, the close reset them: 8 of the 9 waiting here."""
+    n = 10
+    lb = Hashlb(config(BACKENDS[:1], extra="max_connection_rate: 1\ntimeouts:\n  drain: 60s",
+                       workers=1))
+    socks = []
+    for i in range(n):
+        s = socket.socket()
+        s.bind((client_ip(8200 + i), 0))
+        s.setblocking(False)
+        s.connect_ex(lb.addr)
+        socks.append(s)
+    # the first is served at once (the burst), the others wait in the backlog at 1 a second
+    first = greetings(socks[:1])
+    check(first == [b"a\n"], f"the first client is served: {first}")
+    # every handshake done (writable: connected), the clients in the kernel's accept queue
+    _, writable, _ = select.select([], socks, [], 10)
+    check(len(writable) == n, f"all {n} connected: {len(writable)}")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log("msg=draining"), "hashlb drains")
+    got = greetings(socks[1:])
+    served = sum(g == b"a\n" for g in got)
+    check(served == n - 1, f"every client waiting in the backlog is served: {served} of {n - 1} "
+          f"({len(got) - served} reset or closed, {n - 1 - len(got)} unanswered)")
+    check(lb.proc.poll() is None, "hashlb drains them")
+    for s in socks:
+        s.close()
+    check(lb.proc.wait(30) == 0, "exit 0 once they closed")
 
 
 def drain_timeout():
@@ -1808,7 +1841,8 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            another_process_reuseport_program_left_alone,
            admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed,
-           admin_bind_beside_a_connection_says_so, sigterm_drain, drain_timeout,
+           admin_bind_beside_a_connection_says_so, sigterm_drain,
+           stop_serves_the_backlog, drain_timeout,
            drain_end_logged,
            drain_deadline_resets_the_unserved,
            each_service_drains_to_its_own_timeout, second_signal, sigusr1_cuts_nothing, sigquit_drains,

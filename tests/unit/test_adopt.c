@@ -477,7 +477,7 @@ static void test_workers_that_stop_leave_no_client_unread(void **state)
 		skip();
 	for (; n < LIVE_CLIENTS; n++)
 		assert_true(hlb_proxy_adopt(l.p, l.svc, live_client(&l, &peer[n]), 1000, 0, NULL));
-	hlb_proxy_drain(l.p, 0);
+	hlb_proxy_drain(l.p, 0, false);
 	/* handed over one at a time, each once the last was read, while they drain and exit:
 	 * taken, or refused (then still connected) */
 	for (int i = 0; i < STOP_CLIENTS && !hlb_proxy_done(l.p); i++) {
