@@ -306,6 +306,34 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
 int hashlb_config_load_flags(const char *path, unsigned int flags,
 			     struct hashlb_config **ret_config, struct hashlb_error *err);
 /*
+ * Every error of a config, not only the first: for hashlb check and a start, so that a file
+ * with five mistakes is fixed in one round, not five. In file order (line, then column); the
+ * first HASHLB_ERRORS_KEPT found are kept, all are counted. Only the errors independent of
+ * one another: a value refused is left out of what is checked against it (the check of a
+ * backend list that failed to load, of a duration against one refused). All zeroes is empty.
+ */
+#define HASHLB_ERRORS_KEPT 1000u
+struct hashlb_error_list {
+	struct hashlb_error *v; /* n of them; file is the path given, borrowed */
+	size_t n, cap;
+	size_t total; /* every error found, n of them kept */
+};
+/*
+ * hashlb_config_load_flags() that goes on past an error in the config's values and fills
+ * <list> (emptied first) with each one, and <err> with the first found (what
+ * hashlb_config_load_flags() says). A file that cannot be read, a YAML syntax error (the
+ * parser cannot go on past one) and a name that does not resolve give <err> alone, and an
+ * empty <list>. Free <list> with hashlb_error_list_free(), on success too.
+ */
+int hashlb_config_load_list(const char *path, unsigned int flags, struct hashlb_config **ret_config,
+			    struct hashlb_error *err, struct hashlb_error_list *list);
+/* The same from a string (hashlb_config_parse_flags()). */
+int hashlb_config_parse_list(const char *text, size_t len, const char *name, unsigned int flags,
+			     struct hashlb_config **ret_config, struct hashlb_error *err,
+			     struct hashlb_error_list *list);
+/* Frees what <l> holds and leaves it empty. */
+void hashlb_error_list_free(struct hashlb_error_list *l);
+/*
  * The same for a config that replaces <last> (a reload; NULL: none runs):
  * hashlb_config_resolve_after() with <last>.
  */

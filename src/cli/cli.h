@@ -54,6 +54,10 @@ struct cli_command {
 	"  the options.\"\n"                                                      \
 	"\n"
 #define CLI_ERRORS_CONFIG "; a configuration's \"FILE:LINE:COL: error: WHAT\""
+/* ... of a command that says every error of a config (check, run: cli_print_config_errors()) */
+#define CLI_ERRORS_CONFIG_LIST                                  \
+	"; a configuration's \"FILE:LINE:COL: error: WHAT\",\n" \
+	"  a line each of its errors, then how many"
 
 int cmd_table(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
@@ -91,6 +95,15 @@ const char *cli_path(const char *path);
 void cli_print_error(const struct hashlb_error *err);
 /* The same for what a config accepts but warns of (hashlb_config_warnings()): "warning:". */
 void cli_print_warning(const struct hashlb_error *warning);
+/*
+ * A config's refusal (hashlb_config_load_list()): each error of <list> in file order, the
+ * first CLI_ERRORS_SHOWN of them, then "and N more" past them and the count ("3 errors")
+ * when there are more than one; <err> alone if <list> is empty (the file unread, a YAML
+ * syntax error). One error prints as it always did: one line.
+ */
+#define CLI_ERRORS_SHOWN 20u
+struct hashlb_error_list;
+void cli_print_config_errors(const struct hashlb_error *err, const struct hashlb_error_list *list);
 /*
  * Print "invalid value '<value>' for option <name> (<allowed>)": the one
  * form of a refused option value; <allowed> (NULL: none) says what it takes.

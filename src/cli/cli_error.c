@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "control/buf.h"
 #include "hashlb/config.h"
 #include "runtime/log.h"
 
@@ -289,6 +290,24 @@ void cli_print_error(const struct hashlb_error *err)
 void cli_print_warning(const struct hashlb_error *warning)
 {
 	print_diagnostic(warning, "warning");
+}
+
+void cli_print_config_errors(const struct hashlb_error *err, const struct hashlb_error_list *list)
+{
+	size_t shown = list->n < CLI_ERRORS_SHOWN ? list->n : CLI_ERRORS_SHOWN;
+
+	if (!list->n) {
+		cli_print_error(err);
+		return;
+	}
+	for (size_t i = 0; i < shown; i++)
+		cli_print_error(&list->v[i]);
+	if (list->total < 2)
+		return;
+	if (list->total > shown)
+		cli_error("and %zu more error%s\n", list->total - shown,
+			  hlb_plural(list->total - shown));
+	cli_error("%zu errors\n", list->total);
 }
 
 /*

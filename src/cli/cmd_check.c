@@ -37,8 +37,13 @@ static void usage(FILE *f)
 		   "  printed as the config takes it, in the largest unit that writes it\n"
 		   "  exactly (5m, 30s, 1500ms); timeouts.idle's 0, no idle timeout, as\n"
 		   "  0 (never).\n"
-		   "  On error prints one line FILE:LINE:COLUMN: error: WHAT to stderr\n"
-		   "  (a newline or control byte in FILE written \\n or \\xNN).\n"
+		   "  On error prints a line FILE:LINE:COLUMN: error: WHAT to stderr\n"
+		   "  (a newline or control byte in FILE written \\n or \\xNN) for each\n"
+		   "  error, in file order, the first 20 (then \"and N more errors\"),\n"
+		   "  and with two or more their count (\"hashlb check: 3 errors\").\n"
+		   "  Errors that depend on a value refused are not said (a timeout is\n"
+		   "  not checked against an interval refused): they show once it is\n"
+		   "  fixed. A YAML syntax error stops the parser: it is said alone.\n"
 		   "  What is valid but likely a mistake (admin: with no value, which is\n"
 		   "  off; a duration written without a unit, which counts milliseconds;\n"
 		   "  two backends of a service at one address; a service no backend of\n"
@@ -93,7 +98,7 @@ static void usage(FILE *f)
 		"  hashlb check -c configs/demo.yaml\n"
 		"  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n"
 		"  hashlb check -c new.yaml --against /etc/hashlb/hashlb.yaml\n",
-		"check", "-c or --config", CLI_ERRORS_CONFIG, "check");
+		"check", "-c or --config", CLI_ERRORS_CONFIG_LIST, "check");
 }
 
 /* <n> bytes as a double-quoted string, C escapes for what is not printable. */
@@ -546,6 +551,7 @@ int cmd_check(int argc, char **argv)
 	const char *path = NULL, *against = NULL;
 	char against_name[CLI_OPT_NAME_MAX] = "", quiet_name[CLI_OPT_NAME_MAX] = "";
 	struct hashlb_error err;
+	struct hashlb_error_list errs = { 0 };
 	char name[CLI_OPT_NAME_MAX], tb[32], tm[HASHLB_TABLE_MEMORY_STRLEN];
 	const char *admin = NULL;
 	struct sockaddr_storage admin_addr;
@@ -587,11 +593,15 @@ int cmd_check(int argc, char **argv)
 			  quiet_name, against_name);
 		return 2;
 	}
-	/* with --admin the file's admin address is not the one to check, as hashlb run's */
-	if (hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &c, &err) < 0) {
-		cli_print_error(&err);
+	/* with --admin the file's admin address is not the one to check, as hashlb run's; every
+	 * error, not the first alone: a file of five mistakes is fixed in one round */
+	if (hashlb_config_load_list(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &c, &err, &errs) <
+	    0) {
+		cli_print_config_errors(&err, &errs);
+		hashlb_error_list_free(&errs);
 		return 1;
 	}
+	hashlb_error_list_free(&errs);
 	if (admin && cli_admin_apply(c, path, admin, &admin_addr, admin_len) < 0) {
 		hashlb_config_free(c);
 		return 1;

@@ -156,7 +156,7 @@ static void usage(FILE *f)
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb run -c configs/demo.yaml\n"
 		"  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n",
-		"run", "-w or --workers", CLI_ERRORS_CONFIG, "run");
+		"run", "-w or --workers", CLI_ERRORS_CONFIG_LIST, "run");
 }
 
 /*
@@ -237,6 +237,7 @@ static int run(int argc, char **argv, char **again)
 	struct hlb_daemon_opts dopts = { 0 };
 	struct hashlb_config *cfg = NULL;
 	struct hashlb_error err = { 0 };
+	struct hashlb_error_list errs = { 0 };
 	struct hlb_daemon *d = NULL;
 	struct hlb_control_plug *plug = NULL;
 	struct run_steer *steer = NULL;
@@ -361,11 +362,13 @@ static int run(int argc, char **argv, char **again)
 				"option ignored: nothing is spliced with --splice-after off",
 				"option=%s", pipe_opts[i]);
 	/* with --admin the file's admin address is not the one to check */
-	r = hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &cfg, &err);
-	if (r < 0) {
-		cli_print_error(&err);
+	/* every error, as hashlb check lists them: a unit that fails to start says all */
+	r = hashlb_config_load_list(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &cfg, &err, &errs);
+	if (r < 0)
+		cli_print_config_errors(&err, &errs);
+	hashlb_error_list_free(&errs);
+	if (r < 0)
 		return 1;
-	}
 	if (workers_given) { /* 0: auto, one per CPU */
 		cfg->workers = dopts.workers;
 		cfg->workers_override = true;

@@ -78,7 +78,42 @@ struct loader {
 	/* the config being filled: its bare_durations are noted as they are read */
 	struct hashlb_config *cfg;
 	size_t bare_cap; /* cfg->bare_durations' room */
+	/* Every error, when the caller wants them all (hashlb_config_load_list()): loading goes
+	 * on past an error where what follows does not depend on the value refused (go_on()).
+	 * NULL: it stops at the first, as a reload needs no more. */
+	struct hashlb_error_list *list;
+	size_t n_errs; /* errors so far; the first is in <err> */
+	size_t svc_mark; /* n_errs as the service being read began */
+	/* table_memory or admin refused: the services are not checked against them */
+	bool table_memory_bad, admin_bad;
+	int first_ret; /* what the first one returned: -EINVAL, or -E2BIG past table_memory */
 };
+
+/*
+ * Whether loading stops at error <r> of a value (r < 0; false for 0): with no list wanted, or
+ * out of memory. Else the key that failed keeps its default and the next key is read: an
+ * operator fixing a file of five mistakes sees five errors, not one per run. What is checked
+ * against another key's value is checked only while no error came before it in its unit
+ * (clean()): a value refused, left at its default, must not make a second error that is no
+ * mistake of the file's.
+ */
+static bool stop(const struct loader *ld, int r)
+{
+	return r < 0 && (!ld->list || r == -ENOMEM);
+}
+
+/* Whether no error was found since <mark> (ld->n_errs then). */
+static bool clean(const struct loader *ld, size_t mark)
+{
+	return ld->n_errs == mark;
+}
+
+/* Whether the service being read has no error so far: what one of its keys is checked
+ * against (steering, a limit) was read as written. */
+static bool svc_clean(const struct loader *ld)
+{
+	return clean(ld, ld->svc_mark);
+}
 
 /*
  * <msg> into <out> (4 * strlen(<msg>) + 1 bytes hold it whole) with its
@@ -111,6 +146,36 @@ static void one_line(const char *msg, char *out)
 	out[o] = '\0';
 }
 
+/* Error <e> found: the first into ld->err, each into ld->list (the first HASHLB_ERRORS_KEPT,
+ * all counted); <ret> returned. */
+static int record(struct loader *ld, const struct hashlb_error *e, int ret)
+{
+	struct hashlb_error_list *l = ld->list;
+
+	if (!ld->n_errs++) {
+		ld->first_ret = ret;
+		if (ld->err)
+			*ld->err = *e;
+	}
+	if (!l)
+		return ret;
+	if (l->n == l->cap && l->cap < HASHLB_ERRORS_KEPT) {
+		size_t cap = l->cap ? 2 * l->cap : 8;
+		struct hashlb_error *v;
+
+		cap = cap < HASHLB_ERRORS_KEPT ? cap : HASHLB_ERRORS_KEPT;
+		v = realloc(l->v, cap * sizeof(*v));
+		if (v) { /* else counted, not listed */
+			l->v = v;
+			l->cap = cap;
+		}
+	}
+	if (l->n < l->cap)
+		l->v[l->n++] = *e;
+	l->total++;
+	return ret;
+}
+
 /*
  * The error <fmt> at <at>, one line (one_line()), and where alias ld->via
  * is; cut in its middle if it is longer than the error holds
@@ -120,15 +185,16 @@ static void one_line(const char *msg, char *out)
 __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const struct ynode *at,
 						      const char *fmt, ...)
 {
+	struct hashlb_error e;
 	char *full = NULL, *out = NULL;
 	va_list ap;
 	int ret, n;
 
 	va_start(ap, fmt);
-	ret = hashlb_verr(ld->err, -EINVAL, HASHLB_ERR_CONFIG, fmt, ap);
+	ret = hashlb_verr(&e, -EINVAL, HASHLB_ERR_CONFIG, fmt, ap);
 	va_end(ap);
-	if (!ld->err)
-		return ret;
+	if (!ld->err && !ld->list)
+		return record(ld, &e, ret);
 	va_start(ap, fmt);
 	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
@@ -144,19 +210,19 @@ __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const s
 		if (ld->via && at && at != ld->via)
 			sprintf(out + strlen(out), " (through the alias at line %d, column %d)",
 				ld->via->pos.line, ld->via->pos.column);
-		hashlb_err_fit(ld->err->msg, sizeof(ld->err->msg), out);
+		hashlb_err_fit(e.msg, sizeof(e.msg), out);
 	}
 	free(full);
 	free(out);
-	ld->err->file = ld->name;
-	ld->err->line = at ? at->pos.line : 1;
-	ld->err->column = at ? at->pos.column : 1;
-	return ret;
+	e.file = ld->name;
+	e.line = at ? at->pos.line : 1;
+	e.column = at ? at->pos.column : 1;
+	return record(ld, &e, ret);
 }
 
 /*
  * While the value of <v> is read, until ld->via is set back to what this
- * returns (not needed after an error: loading ends there): if <v> is an
+ * returns (after an error too: loading may go on, stop()): if <v> is an
  * alias (and no alias around it was), an error inside its value says where
  * the alias is. The value's nodes are the anchor's and point there, where
  * the text is, but the key that refused it is the alias's: "health: &h
@@ -432,6 +498,9 @@ static int fail_settings(struct loader *ld, const struct ynode *map, const char 
  * print: they are told one by one when unknown (check_settings() for a
  * mapping of settings, which names them all).
  */
+static int key_check(struct loader *ld, const struct ynode *map, const char *const *keys,
+		     const char *what, size_t i);
+
 static int check_map(struct loader *ld, const struct ynode *map, const char *const *keys,
 		     const char *what)
 {
@@ -440,63 +509,73 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 			    describe(map).s);
 	for (size_t i = 0; i < ynode_pairs(map); i++) {
 		const struct ynode *k = ynode_key(map, i);
-		bool known = false;
+		int r = key_check(ld, map, keys, what, i);
 
-		if (k->type != YNODE_SCALAR)
-			return fail(ld, k, "a key in %s must be a plain name, found %s", what,
-				    ynode_kind(k));
-		if (strlen(k->text) != k->len)
-			return fail(ld, k, "a key in %s must not contain NUL characters", what);
-		for (size_t j = 0; keys[j]; j++) {
-			if (strcmp(k->text, keys[j]) == 0) {
-				known = true;
-				break;
-			}
-		}
-		if (!known) {
-			const char *hint, *home;
-			char alt[64];
+		/* what is read of the mapping is found by name: a key no scalar stops it */
+		if (r < 0 && (stop(ld, r) || k->type != YNODE_SCALAR || strlen(k->text) != k->len))
+			return r;
+	}
+	return 0;
+}
 
-			if (strcmp(k->text, "<<") == 0)
-				return fail(ld, k, "merge keys ('<<') are not supported in %s",
-					    what);
-			/* connect_timeout, drain_timeout... (HAProxy's, Envoy's names) */
-			if (keys == service_keys && k->len > 8 &&
-			    strcmp(k->text + k->len - 8, "_timeout") == 0)
-				for (size_t j = 0; timeout_keys[j]; j++)
-					if (strlen(timeout_keys[j]) == k->len - 8 &&
-					    strncmp(k->text, timeout_keys[j], k->len - 8) == 0)
-						return fail(
-							ld, k,
-							"unknown key '%s' in %s: timeouts go "
-							"under 'timeouts' (timeouts: {%s: ...})",
-							k->text, what, timeout_keys[j]);
-			underscore_variant(k->text, alt, sizeof(alt));
-			hint = closest_key(alt, keys);
-			home = key_home(k->text, keys);
-			/* not for a key valid elsewhere: its home says more than a prefix */
-			if (!hint && !home)
-				hint = prefix_key(alt, keys);
-			if (hint && home)
-				return fail(
-					ld, k,
-					"unknown key '%s' in %s (did you mean '%s'? '%s' belongs %s)",
-					k->text, what, hint, k->text, home);
-			if (hint)
-				return fail(ld, k, "unknown key '%s' in %s (did you mean '%s'?)",
-					    k->text, what, hint);
-			if (home)
-				return fail(ld, k, "unknown key '%s' in %s: it belongs %s", k->text,
-					    what, home);
-			return fail(ld, k, "unknown key '%s' in %s", k->text, what);
-		}
-		for (size_t j = 0; j < i; j++) {
-			const struct ynode *prev = ynode_key(map, j);
+/* Key <i> of mapping <map> as check_map() checks it: 0, or its error. */
+static int key_check(struct loader *ld, const struct ynode *map, const char *const *keys,
+		     const char *what, size_t i)
+{
+	const struct ynode *k = ynode_key(map, i);
+	bool known = false;
 
-			if (strcmp(prev->text, k->text) == 0)
-				return fail(ld, k, "duplicate key '%s' in %s (first at line %d)",
-					    k->text, what, prev->pos.line);
+	if (k->type != YNODE_SCALAR)
+		return fail(ld, k, "a key in %s must be a plain name, found %s", what,
+			    ynode_kind(k));
+	if (strlen(k->text) != k->len)
+		return fail(ld, k, "a key in %s must not contain NUL characters", what);
+	for (size_t j = 0; keys[j]; j++) {
+		if (strcmp(k->text, keys[j]) == 0) {
+			known = true;
+			break;
 		}
+	}
+	if (!known) {
+		const char *hint, *home;
+		char alt[64];
+
+		if (strcmp(k->text, "<<") == 0)
+			return fail(ld, k, "merge keys ('<<') are not supported in %s", what);
+		/* connect_timeout, drain_timeout... (HAProxy's, Envoy's names) */
+		if (keys == service_keys && k->len > 8 &&
+		    strcmp(k->text + k->len - 8, "_timeout") == 0)
+			for (size_t j = 0; timeout_keys[j]; j++)
+				if (strlen(timeout_keys[j]) == k->len - 8 &&
+				    strncmp(k->text, timeout_keys[j], k->len - 8) == 0)
+					return fail(ld, k,
+						    "unknown key '%s' in %s: timeouts go "
+						    "under 'timeouts' (timeouts: {%s: ...})",
+						    k->text, what, timeout_keys[j]);
+		underscore_variant(k->text, alt, sizeof(alt));
+		hint = closest_key(alt, keys);
+		home = key_home(k->text, keys);
+		/* not for a key valid elsewhere: its home says more than a prefix */
+		if (!hint && !home)
+			hint = prefix_key(alt, keys);
+		if (hint && home)
+			return fail(ld, k,
+				    "unknown key '%s' in %s (did you mean '%s'? '%s' belongs %s)",
+				    k->text, what, hint, k->text, home);
+		if (hint)
+			return fail(ld, k, "unknown key '%s' in %s (did you mean '%s'?)", k->text,
+				    what, hint);
+		if (home)
+			return fail(ld, k, "unknown key '%s' in %s: it belongs %s", k->text, what,
+				    home);
+		return fail(ld, k, "unknown key '%s' in %s", k->text, what);
+	}
+	for (size_t j = 0; j < i; j++) {
+		const struct ynode *prev = ynode_key(map, j);
+
+		if (strcmp(prev->text, k->text) == 0)
+			return fail(ld, k, "duplicate key '%s' in %s (first at line %d)", k->text,
+				    what, prev->pos.line);
 	}
 	return 0;
 }
@@ -738,7 +817,7 @@ static int get_bool(struct loader *ld, const struct ynode *v, const char *key, b
 static int userspace_only(struct loader *ld, const struct ynode *at,
 			  const struct hashlb_service_cfg *s, const char *key, const char *why_not)
 {
-	if (s->steering != HASHLB_STEERING_KERNEL)
+	if (s->steering != HASHLB_STEERING_KERNEL || !svc_clean(ld))
 		return 0;
 	return fail(ld, at, "'%s' needs steering: userspace (kernel steering %s)", key, why_not);
 }
@@ -1538,6 +1617,7 @@ int hashlb_text_extra_bytes(const char *s)
 static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_backend_cfg *b)
 {
 	const struct ynode *v;
+	size_t mark = ld->n_errs;
 	int r;
 
 	r = check_map(ld, m, backend_keys, "backend");
@@ -1548,6 +1628,8 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 	b->admin = HASHLB_ADMIN_READY;
 
 	v = map_get(m, "name");
+	if (!v && !clean(ld, mark)) /* a key misspelt, said: perhaps 'name' */
+		return -EINVAL;
 	if (!v)
 		return fail(ld, m, "backend has no 'name' (its identity on the ring or table)");
 	r = get_string(ld, v, "name", &b->name);
@@ -1558,62 +1640,66 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 			    too_long(b->name, HASHLB_NAME_MAX, "bytes").s);
 
 	v = map_get(m, "address");
+	if (!v && !clean(ld, mark))
+		return -EINVAL;
 	if (!v)
 		return fail(ld, m,
 			    "backend '%s' has no 'address' (a.b.c.d:PORT, [ADDR]:PORT or "
 			    "HOST:PORT)",
 			    b->name);
 	r = get_backend_addr(ld, v, b);
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
 	v = map_get(m, "each_address");
-	if (v && (r = get_bool(ld, v, "each_address", &b->each_address)) < 0)
+	if (v && stop(ld, r = get_bool(ld, v, "each_address", &b->each_address)))
 		return r;
-	if (b->each_address && b->addr_len)
-		return fail(ld, v,
-			    "'each_address' is for an address that names a host (NAME:PORT): "
-			    "'%s' is one address",
-			    b->address);
+	if (b->each_address && b->addr_len && clean(ld, mark) &&
+	    stop(ld, r = fail(ld, v,
+			      "'each_address' is for an address that names a host (NAME:PORT): "
+			      "'%s' is one address",
+			      b->address)))
+		return r;
 	/* room for "@" and the longest address in the names it gives */
-	if (b->each_address && strlen(b->name) + INET6_ADDRSTRLEN > HASHLB_NAME_MAX)
-		return fail(ld, map_get(m, "name"),
-			    "the name is too long for 'each_address': %zu bytes, at most %u, to "
-			    "leave room for '@ADDRESS' in the names it gives",
-			    strlen(b->name), HASHLB_NAME_MAX - INET6_ADDRSTRLEN);
+	if (b->each_address && strlen(b->name) + INET6_ADDRSTRLEN > HASHLB_NAME_MAX &&
+	    clean(ld, mark) &&
+	    stop(ld, r = fail(ld, map_get(m, "name"),
+			      "the name is too long for 'each_address': %zu bytes, at most %u, to "
+			      "leave room for '@ADDRESS' in the names it gives",
+			      strlen(b->name), HASHLB_NAME_MAX - INET6_ADDRSTRLEN)))
+		return r;
 
 	v = map_get(m, "weight");
 	if (v) {
 		r = get_u32_range(ld, v, "weight", 0, HASHLB_WEIGHT_MAX, &b->weight);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 	}
 	v = map_get(m, "backup");
-	if (v && (r = get_bool(ld, v, "backup", &b->backup)) < 0)
+	if (v && stop(ld, r = get_bool(ld, v, "backup", &b->backup)))
 		return r;
 	v = map_get(m, "close_on_return");
-	if (v && (r = get_bool(ld, v, "close_on_return", &b->close_on_return)) < 0)
+	if (v && stop(ld, r = get_bool(ld, v, "close_on_return", &b->close_on_return)))
 		return r;
-	if (b->close_on_return && !b->backup)
-		return fail(ld, v,
-			    "'close_on_return' is for a backup (backup: true): it closes the "
-			    "backup's connections when another backend takes clients again");
+	if (b->close_on_return && !b->backup && clean(ld, mark) &&
+	    stop(ld, r = fail(ld, v,
+			      "'close_on_return' is for a backup (backup: true): it closes the "
+			      "backup's connections when another backend takes clients again")))
+		return r;
 	v = map_get(m, "max_connections");
 	if (v) {
 		r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
 				  &b->max_connections);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 	}
 	v = map_get(m, "state");
 	if (v) {
 		r = want_scalar(ld, v, "state", "ready, drain or maint");
-		if (r < 0)
-			return r;
-		if (hashlb_admin_state_parse(v->text, &b->admin) < 0)
-			return fail(ld, v, "'state' must be ready, drain or maint, found '%s'",
-				    v->text);
+		if (r == 0 && hashlb_admin_state_parse(v->text, &b->admin) < 0)
+			r = fail(ld, v, "'state' must be ready, drain or maint, found '%s'",
+				 v->text);
 	}
-	return 0;
+	return clean(ld, mark) ? 0 : -EINVAL;
 }
 
 static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
@@ -1624,16 +1710,16 @@ static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb
 	if (r < 0)
 		return r;
 	if ((v = map_get(m, "connect")) &&
-	    (r = get_duration(ld, v, "connect", 1, CONNECT_TIMEOUT_MAX, &s->connect_timeout_ms)) <
-		    0)
+	    stop(ld, r = get_duration(ld, v, "connect", 1, CONNECT_TIMEOUT_MAX,
+				      &s->connect_timeout_ms)))
 		return r;
 	if ((v = map_get(m, "idle")) &&
-	    (r = get_duration(ld, v, "idle", 0, IDLE_TIMEOUT_MAX, &s->idle_timeout_ms)) < 0)
+	    stop(ld, r = get_duration(ld, v, "idle", 0, IDLE_TIMEOUT_MAX, &s->idle_timeout_ms)))
 		return r;
-	if ((v = map_get(m, "drain")) && (r = get_drain(ld, v, &s->drain_timeout_ms)) < 0)
+	if ((v = map_get(m, "drain")) && stop(ld, r = get_drain(ld, v, &s->drain_timeout_ms)))
 		return r;
 	if ((v = map_get(m, "queue")) &&
-	    (r = get_duration(ld, v, "queue", 0, QUEUE_TIMEOUT_MAX, &s->queue_timeout_ms)) < 0)
+	    stop(ld, r = get_duration(ld, v, "queue", 0, QUEUE_TIMEOUT_MAX, &s->queue_timeout_ms)))
 		return r;
 	return 0;
 }
@@ -1641,59 +1727,60 @@ static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb
 static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_health_cfg *h)
 {
 	const struct ynode *v;
+	size_t mark = ld->n_errs;
 	int r = check_settings(ld, m, health_keys, "health", health_bool_hints);
 
 	if (r < 0)
 		return r;
-	if ((v = map_get(m, "enabled")) && (r = get_bool(ld, v, "enabled", &h->enabled)) < 0)
+	if ((v = map_get(m, "enabled")) && stop(ld, r = get_bool(ld, v, "enabled", &h->enabled)))
 		return r;
 	if ((v = map_get(m, "interval")) &&
-	    (r = get_duration(ld, v, "interval", HEALTH_INTERVAL_MIN, HEALTH_INTERVAL_MAX,
-			      &h->interval_ms)) < 0)
+	    stop(ld, r = get_duration(ld, v, "interval", HEALTH_INTERVAL_MIN, HEALTH_INTERVAL_MAX,
+				      &h->interval_ms)))
 		return r;
 	/* no longer than the interval (below): "5" under 2s suggests 5ms, not 5s */
 	if ((v = map_get(m, "timeout")) &&
-	    (r = get_duration_taking(ld, v, "timeout", 1, HEALTH_TIMEOUT_MAX, 1, h->interval_ms, 1,
-				     &h->timeout_ms)) < 0)
+	    stop(ld, r = get_duration_taking(ld, v, "timeout", 1, HEALTH_TIMEOUT_MAX, 1,
+					     h->interval_ms, 1, &h->timeout_ms)))
 		return r;
 	if ((v = map_get(m, "rise")) &&
-	    (r = get_u32_range(ld, v, "rise", 1, HEALTH_COUNT_MAX, &h->rise)) < 0)
+	    stop(ld, r = get_u32_range(ld, v, "rise", 1, HEALTH_COUNT_MAX, &h->rise)))
 		return r;
 	if ((v = map_get(m, "fall")) &&
-	    (r = get_u32_range(ld, v, "fall", 1, HEALTH_COUNT_MAX, &h->fall)) < 0)
+	    stop(ld, r = get_u32_range(ld, v, "fall", 1, HEALTH_COUNT_MAX, &h->fall)))
 		return r;
 	if ((v = map_get(m, "port"))) {
 		uint32_t port = 0; /* set unless get_u32_range() fails, which gcc cannot see */
 
 		r = get_u32_range(ld, v, "port", 1, 65535, &port);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 		h->port = (uint16_t)port;
 		h->port_pos = map_key(m, "port")->pos;
 	}
 	if ((v = map_get(m, "send"))) {
 		r = get_bytes(ld, v, "send", CHECK_PAYLOAD_MAX, &h->send, &h->send_len);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 		h->send_pos = map_key(m, "send")->pos;
 	}
 	if ((v = map_get(m, "expect"))) {
 		r = get_bytes(ld, v, "expect", CHECK_PAYLOAD_MAX, &h->expect, &h->expect_len);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 		h->expect_pos = map_key(m, "expect")->pos;
 	}
 	if ((v = map_get(m, "close_on_down"))) {
 		r = get_bool(ld, v, "close_on_down", &h->close_on_down);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 		h->close_on_down_pos = map_key(m, "close_on_down")->pos;
 	}
-	if ((v = map_get(m, "passive")) && (r = get_bool(ld, v, "passive", &h->passive)) < 0)
+	if ((v = map_get(m, "passive")) && stop(ld, r = get_bool(ld, v, "passive", &h->passive)))
 		return r;
 	if ((v = map_get(m, "passive_hold")) &&
-	    (r = get_duration(ld, v, "passive_hold", HEALTH_INTERVAL_MIN, HEALTH_INTERVAL_MAX,
-			      &h->passive_hold_ms)) < 0)
+	    stop(ld, r = get_duration(ld, v, "passive_hold", HEALTH_INTERVAL_MIN,
+				      HEALTH_INTERVAL_MAX, &h->passive_hold_ms)))
 		return r;
 	if (v)
 		h->passive_hold_pos = map_key(m, "passive_hold")->pos;
@@ -1701,7 +1788,7 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	 * than failing on a key the operator did not write. */
 	if (!map_get(m, "timeout") && h->timeout_ms > h->interval_ms)
 		h->timeout_ms = h->interval_ms;
-	if (h->timeout_ms > h->interval_ms) {
+	if (h->timeout_ms > h->interval_ms && clean(ld, mark)) { /* both read as written */
 		v = map_get(m, "timeout");
 		return fail(ld, v, "health check timeout %s is longer than its interval %s",
 			    duration_text(h->timeout_ms).s, duration_text(h->interval_ms).s);
@@ -1738,6 +1825,7 @@ static int get_keepalive_secs(struct loader *ld, const struct ynode *v, const ch
 static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashlb_keepalive_cfg *k)
 {
 	const struct ynode *x;
+	size_t mark = ld->n_errs;
 	int r;
 
 	if (v->type != YNODE_MAP && (v->type != YNODE_SCALAR || bool_of(v) < 0))
@@ -1749,18 +1837,18 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 	if (v->type == YNODE_SCALAR)
 		return get_bool(ld, v, "keepalive", &k->enabled);
 	r = check_settings(ld, v, keepalive_keys, "keepalive", NULL);
-	if (r < 0)
+	if (r < 0) /* no mapping to read on */
 		return r;
 	k->enabled = true;
-	if ((x = map_get(v, "enabled")) && (r = get_bool(ld, x, "enabled", &k->enabled)) < 0)
+	if ((x = map_get(v, "enabled")) && stop(ld, r = get_bool(ld, x, "enabled", &k->enabled)))
 		return r;
-	if ((x = map_get(v, "idle")) && (r = get_keepalive_secs(ld, x, "idle", &k->idle_s)) < 0)
+	if ((x = map_get(v, "idle")) && stop(ld, r = get_keepalive_secs(ld, x, "idle", &k->idle_s)))
 		return r;
 	if ((x = map_get(v, "interval")) &&
-	    (r = get_keepalive_secs(ld, x, "interval", &k->interval_s)) < 0)
+	    stop(ld, r = get_keepalive_secs(ld, x, "interval", &k->interval_s)))
 		return r;
 	if ((x = map_get(v, "count")) &&
-	    (r = get_u32_range(ld, x, "count", 1, KEEPALIVE_COUNT_MAX, &k->count)) < 0)
+	    stop(ld, r = get_u32_range(ld, x, "count", 1, KEEPALIVE_COUNT_MAX, &k->count)))
 		return r;
 	if ((x = map_get(v, "user_timeout"))) {
 		uint64_t probes_ms =
@@ -1769,11 +1857,11 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 		r = get_duration_taking(ld, x, "user_timeout", 0, KEEPALIVE_SECS_MAX * 1000,
 					probes_ms, KEEPALIVE_SECS_MAX * 1000, 1,
 					&k->user_timeout_ms);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 		/* With TCP_USER_TIMEOUT set, the kernel ends a quiet connection at
 		 * its first unanswered probe past it, whatever count says. */
-		if (k->user_timeout_ms && k->user_timeout_ms < probes_ms) {
+		if (k->user_timeout_ms && k->user_timeout_ms < probes_ms && clean(ld, mark)) {
 			char why[96];
 
 			bare_why(x, probes_ms, KEEPALIVE_SECS_MAX * 1000, why, sizeof(why));
@@ -1837,15 +1925,17 @@ static int load_src_prefix(struct loader *ld, const struct ynode *v, const char 
 		return r;
 	if ((x = map_get(v, "ipv4"))) {
 		r = get_u32_range(ld, x, "ipv4", 1, 32, &len);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
-		p->v4 = (uint8_t)len;
+		if (r == 0)
+			p->v4 = (uint8_t)len;
 	}
 	if ((x = map_get(v, "ipv6"))) {
 		r = get_u32_range(ld, x, "ipv6", 1, 128, &len);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
-		p->v6 = (uint8_t)len;
+		if (r == 0)
+			p->v6 = (uint8_t)len;
 	}
 	return 0;
 }
@@ -1863,7 +1953,7 @@ static int load_hash_prefix(struct loader *ld, const struct ynode *m, const stru
 
 	if (r < 0)
 		return r;
-	if (s->key != HASHLB_KEY_SRC_IP)
+	if (s->key != HASHLB_KEY_SRC_IP && svc_clean(ld))
 		return fail(ld, map_key(m, "hash_prefix"),
 			    "'hash_prefix' applies to hash_key src-ip, but this service uses %s "
 			    "(its hash takes the client's port, which changes with the address)",
@@ -1881,58 +1971,58 @@ static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_s
 
 	if (v) {
 		r = want_scalar(ld, v, "scheme", "ring or maglev");
-		if (r < 0)
+		if (r == 0 && hashlb_scheme_parse(v->text, &scheme) < 0)
+			r = fail(ld, v, "'scheme' must be ring or maglev, found '%s'", v->text);
+		if (stop(ld, r))
 			return r;
-		if (hashlb_scheme_parse(v->text, &scheme) < 0)
-			return fail(ld, v, "'scheme' must be ring or maglev, found '%s'", v->text);
 	}
 	hashlb_table_params_init(&s->table, scheme);
-	if (vn) {
-		if (scheme != HASHLB_SCHEME_RING)
-			return fail(ld, map_key(m, "vnodes"),
-				    "'vnodes' applies to scheme ring, but this service uses %s",
-				    hashlb_scheme_name(scheme));
-		r = get_u32_range(ld, vn, "vnodes", 1, HASHLB_RING_V_MAX, &s->table.ring_v);
-		if (r < 0)
-			return r;
-	}
-	if (ts) {
+	if (vn && svc_clean(ld) && scheme != HASHLB_SCHEME_RING &&
+	    stop(ld, r = fail(ld, map_key(m, "vnodes"),
+			      "'vnodes' applies to scheme ring, but this service uses %s",
+			      hashlb_scheme_name(scheme))))
+		return r;
+	if (vn && scheme == HASHLB_SCHEME_RING &&
+	    stop(ld, r = get_u32_range(ld, vn, "vnodes", 1, HASHLB_RING_V_MAX, &s->table.ring_v)))
+		return r;
+	if (ts && svc_clean(ld) && scheme != HASHLB_SCHEME_MAGLEV &&
+	    stop(ld, r = fail(ld, map_key(m, "table_size"),
+			      "'table_size' applies to scheme maglev, but this service uses %s",
+			      hashlb_scheme_name(scheme))))
+		return r;
+	if (ts && scheme == HASHLB_SCHEME_MAGLEV) {
 		uint32_t m_size = 0, lo, hi; /* as port above */
 
-		if (scheme != HASHLB_SCHEME_MAGLEV)
-			return fail(
-				ld, map_key(m, "table_size"),
-				"'table_size' applies to scheme maglev, but this service uses %s",
-				hashlb_scheme_name(scheme));
 		r = get_u32_range(ld, ts, "table_size", HASHLB_MAGLEV_M_MIN, HASHLB_MAGLEV_M_MAX,
 				  &m_size);
-		if (r < 0)
-			return r;
-		if (!hashlb_is_prime(m_size)) {
+		if (r == 0 && !hashlb_is_prime(m_size)) {
 			hashlb_nearest_primes(m_size, &lo, &hi);
-			return fail(
+			r = fail(
 				ld, ts,
 				"'table_size' %u is not prime (Maglev needs a prime; nearest: %u or %u)",
 				m_size, lo, hi);
 		}
-		s->table.maglev_m = m_size;
+		if (stop(ld, r))
+			return r;
+		if (r == 0)
+			s->table.maglev_m = m_size;
 	}
 	v = map_get(m, "seed");
 	if (v) {
 		r = get_u64_range(ld, v, "seed", 0, UINT64_MAX, &seed);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 		s->table.seed = seed;
 	}
 	v = map_get(m, "hash_key");
 	if (v) {
 		r = want_scalar(ld, v, "hash_key", "src-ip, src-ip-port or 4-tuple");
-		if (r < 0)
+		if (r == 0 && hashlb_key_parse(v->text, &s->key) < 0)
+			r = fail(ld, v,
+				 "'hash_key' must be src-ip, src-ip-port or 4-tuple, found '%s'",
+				 v->text);
+		if (stop(ld, r))
 			return r;
-		if (hashlb_key_parse(v->text, &s->key) < 0)
-			return fail(ld, v,
-				    "'hash_key' must be src-ip, src-ip-port or 4-tuple, found '%s'",
-				    v->text);
 	}
 	v = map_get(m, "hash_prefix");
 	return v ? load_hash_prefix(ld, m, v, s) : 0;
@@ -2050,155 +2140,163 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 	int r;
 
 	if ((v = map_get(m, "max_connections")) &&
-	    (r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
-			       &s->max_connections)) < 0)
+	    stop(ld, r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
+				       &s->max_connections)))
 		return r;
 	s->max_connections_given = v != NULL;
 	if ((v = map_get(m, "max_connections_per_client"))) {
 		r = get_u32_range(ld, v, "max_connections_per_client", 0, MAX_CONNECTIONS_MAX,
 				  &s->max_connections_per_client);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 	}
 	/* client_prefix names a client for the limit alone: nothing else
 	 * counts clients, so without it the key would do nothing */
 	if ((v = map_get(m, "client_prefix"))) {
 		r = load_src_prefix(ld, v, "client_prefix", &s->client_prefix);
-		if (r < 0)
+		if (r == 0 && !s->max_connections_per_client && svc_clean(ld))
+			r = fail(ld, map_key(m, "client_prefix"),
+				 "'client_prefix' applies to max_connections_per_client, which "
+				 "this service does not set (nothing else counts clients)");
+		if (stop(ld, r))
 			return r;
-		if (!s->max_connections_per_client)
-			return fail(ld, map_key(m, "client_prefix"),
-				    "'client_prefix' applies to max_connections_per_client, which "
-				    "this service does not set (nothing else counts clients)");
 	}
 	if ((v = map_get(m, "max_connection_rate")) &&
-	    (r = get_u32_range(ld, v, "max_connection_rate", 0, CONNECTION_RATE_MAX,
-			       &s->max_connection_rate)) < 0)
+	    stop(ld, r = get_u32_range(ld, v, "max_connection_rate", 0, CONNECTION_RATE_MAX,
+				       &s->max_connection_rate)))
 		return r;
 	if ((v = map_get(m, "connect_retries")) &&
-	    (r = get_u32_range(ld, v, "connect_retries", 0, CONNECT_RETRIES_MAX,
-			       &s->connect_retries)) < 0)
+	    stop(ld, r = get_u32_range(ld, v, "connect_retries", 0, CONNECT_RETRIES_MAX,
+				       &s->connect_retries)))
 		return r;
 	if ((v = map_get(m, "slow_start")) &&
-	    (r = get_duration(ld, v, "slow_start", 0, SLOW_START_MAX, &s->slow_start_ms)) < 0)
+	    stop(ld, r = get_duration(ld, v, "slow_start", 0, SLOW_START_MAX, &s->slow_start_ms)))
 		return r;
 	v = map_get(m, "balance_factor");
 	if (v) {
 		r = get_double(ld, v, "balance_factor", &s->balance_factor);
-		if (r < 0)
+		if (r == 0 && s->balance_factor != 0 &&
+		    (s->balance_factor < 1.0 || s->balance_factor > BALANCE_FACTOR_MAX)) {
+			r = fail(ld, v, "'balance_factor' %s is out of range: 0 (off) or 1.0..%.0f",
+				 v->text, BALANCE_FACTOR_MAX);
+			s->balance_factor = 0; /* not checked again below */
+		}
+		if (stop(ld, r))
 			return r;
-		if (s->balance_factor != 0 &&
-		    (s->balance_factor < 1.0 || s->balance_factor > BALANCE_FACTOR_MAX))
-			return fail(ld, v,
-				    "'balance_factor' %s is out of range: 0 (off) or 1.0..%.0f",
-				    v->text, BALANCE_FACTOR_MAX);
 	}
 	v = map_get(m, "steering");
 	if (v) {
 		r = want_scalar(ld, v, "steering", "userspace or kernel");
-		if (r < 0)
-			return r;
-		if (strcmp(v->text, "userspace") == 0)
+		if (r == 0 && strcmp(v->text, "userspace") == 0)
 			s->steering = HASHLB_STEERING_USERSPACE;
-		else if (strcmp(v->text, "kernel") == 0)
+		else if (r == 0 && strcmp(v->text, "kernel") == 0)
 			s->steering = HASHLB_STEERING_KERNEL;
-		else
-			return fail(ld, v, "'steering' must be userspace or kernel, found '%s'",
-				    v->text);
+		else if (r == 0)
+			r = fail(ld, v, "'steering' must be userspace or kernel, found '%s'",
+				 v->text);
+		if (stop(ld, r))
+			return r;
 	}
 	v = map_get(m, "interface");
 	if (v) {
 		char why[256];
 
 		r = get_string(ld, v, "interface", &s->steer_interface);
-		if (r < 0)
+		if (r == 0 && hashlb_ifname_refusal(s->steer_interface, why, sizeof(why)))
+			r = fail(ld, v, "'interface' %s", why);
+		if (stop(ld, r))
 			return r;
-		if (hashlb_ifname_refusal(s->steer_interface, why, sizeof(why)))
-			return fail(ld, v, "'interface' %s", why);
 	}
 	/* Like interface, kept with steering: userspace for a reload to switch. */
 	if ((v = map_get(m, "steering_flows")) &&
-	    (r = get_u32_range(ld, v, "steering_flows", 1, HASHLB_STEER_FLOWS_MAX,
-			       &s->steer_flows)) < 0)
+	    stop(ld, r = get_u32_range(ld, v, "steering_flows", 1, HASHLB_STEER_FLOWS_MAX,
+				       &s->steer_flows)))
 		return r;
 	v = map_get(m, "source");
 	if (v) {
 		r = get_source(ld, v, s);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
+		if (r < 0) { /* no source then: not checked against a backend's address */
+			memset(&s->source, 0, sizeof(s->source));
+			s->source_len = 0;
+			s->source_client = false;
+		}
 		s->source_pos = v->pos;
 	}
 	v = map_get(m, "proxy_protocol");
 	if (v) {
 		r = want_scalar(ld, v, "proxy_protocol", "off, v1 or v2");
-		if (r < 0)
-			return r;
 		/* false and no as well, as admin: takes them: a boolean's off */
-		if (bool_of(v) == 0)
+		if (r < 0)
+			;
+		else if (bool_of(v) == 0)
 			s->proxy_protocol = HASHLB_PROXY_OFF;
 		else if (v->quoted && bool_text(v->text) == 0 && strcmp(v->text, "off") != 0)
-			return fail(
-				ld, v,
-				"'proxy_protocol' must be off, v1 or v2, found the quoted string "
-				"\"%s\": write %s unquoted, or off",
-				v->text, v->text);
+			r = fail(ld, v,
+				 "'proxy_protocol' must be off, v1 or v2, found the quoted string "
+				 "\"%s\": write %s unquoted, or off",
+				 v->text, v->text);
 		else if (hashlb_proxy_protocol_parse(v->text, &s->proxy_protocol) < 0)
-			return fail(ld, v, "'proxy_protocol' must be off, v1 or v2, found '%s'",
-				    v->text);
-		if (s->proxy_protocol &&
-		    (r = userspace_only(ld, v, s, "proxy_protocol",
-					"forwards packets and opens no connection to a backend")) <
-			    0)
+			r = fail(ld, v, "'proxy_protocol' must be off, v1 or v2, found '%s'",
+				 v->text);
+		if (stop(ld, r))
+			return r;
+		if (r == 0 && s->proxy_protocol &&
+		    stop(ld, r = userspace_only(
+				     ld, v, s, "proxy_protocol",
+				     "forwards packets and opens no connection to a backend")))
 			return r;
 	}
 	r = get_userspace_bool(ld, m, s, "accept_proxy",
 			       "does not read the connections it forwards", &s->accept_proxy);
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
 	v = map_get(m, "accept_proxy_from");
-	if (v) {
-		if (!s->accept_proxy)
-			return fail(
-				ld, map_key(m, "accept_proxy_from"),
-				"'accept_proxy_from' needs accept_proxy: true (it lists who may "
-				"send a PROXY header)");
+	if (v && !s->accept_proxy && svc_clean(ld) &&
+	    stop(ld, r = fail(ld, map_key(m, "accept_proxy_from"),
+			      "'accept_proxy_from' needs accept_proxy: true (it lists who may "
+			      "send a PROXY header)")))
+		return r;
+	if (v && s->accept_proxy) {
 		via = via_begin(ld, v);
 		r = load_prefixes(ld, v, "accept_proxy_from", &s->proxy_from, &s->n_proxy_from);
 		ld->via = via;
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
 	}
 	if (s->max_connection_rate &&
-	    (r = userspace_only(ld, map_get(m, "max_connection_rate"), s, "max_connection_rate",
-				"accepts no connection to pace")) < 0)
+	    stop(ld, r = userspace_only(ld, map_get(m, "max_connection_rate"), s,
+					"max_connection_rate", "accepts no connection to pace")))
 		return r;
 	/* Applied to each connection as the forwarder makes it: the kernel path
 	 * would take them and do nothing (a recovering backend getting all its
 	 * clients at once, a full one still more). */
 	v = map_get(m, "max_connections"); /* its default is not 0: only if given */
 	if (v && s->max_connections &&
-	    (r = userspace_only(ld, v, s, "max_connections", "opens no connection to count")) < 0)
+	    stop(ld,
+		 r = userspace_only(ld, v, s, "max_connections", "opens no connection to count")))
 		return r;
 	v = map_get(m, "slow_start");
 	if (v && s->slow_start_ms &&
-	    (r = userspace_only(ld, v, s, "slow_start",
-				"sends a recovering backend all its clients at once")) < 0)
+	    stop(ld, r = userspace_only(ld, v, s, "slow_start",
+					"sends a recovering backend all its clients at once")))
 		return r;
 	v = map_get(m, "balance_factor");
 	if (v && s->balance_factor != 0 &&
-	    (r = userspace_only(ld, v, s, "balance_factor", "counts no connection per backend")) <
-		    0)
+	    stop(ld, r = userspace_only(ld, v, s, "balance_factor",
+					"counts no connection per backend")))
 		return r;
 	v = map_get(m, "max_connections_per_client");
 	if (s->max_connections_per_client &&
-	    (r = userspace_only(ld, v, s, "max_connections_per_client",
-				"opens no connection to count")) < 0)
+	    stop(ld, r = userspace_only(ld, v, s, "max_connections_per_client",
+					"opens no connection to count")))
 		return r;
 	r = load_client_list(ld, m, s, "allow_clients", &s->allow_clients, &s->n_allow_clients);
-	if (r == 0)
-		r = load_client_list(ld, m, s, "deny_clients", &s->deny_clients,
-				     &s->n_deny_clients);
-	if (r < 0)
+	if (stop(ld, r))
+		return r;
+	r = load_client_list(ld, m, s, "deny_clients", &s->deny_clients, &s->n_deny_clients);
+	if (stop(ld, r))
 		return r;
 	return get_userspace_bool(ld, m, s, "log_connections",
 				  "forwards packets, it sees no connection end",
@@ -2481,38 +2579,48 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	const struct ynode *v, *backends, *via;
 	struct hashlb_error cerr;
 	uint32_t dup, first;
+	bool head_clean; /* listen and source read as written, no backend said to be against them */
 	int r;
 
 	service_defaults(s);
+	ld->svc_mark = ld->n_errs;
 	r = check_map(ld, m, service_keys, "service");
 	if (r < 0)
 		return r;
 	s->pos = m->pos;
 
 	v = map_get(m, "name");
+	if (!v && !svc_clean(ld)) /* a key misspelt, said: perhaps 'name' */
+		return -EINVAL;
 	if (!v)
 		return fail(ld, m, "service has no 'name'");
 	r = get_string(ld, v, "name", &s->name);
 	if (r < 0)
 		return r;
-	if (!service_name_ok(s->name))
-		return fail(ld, v,
-			    "service name '%s'%s must be 1 to %u characters from A-Z a-z 0-9 . _ -",
-			    s->name, too_long(s->name, SERVICE_NAME_MAX, "bytes").s,
-			    SERVICE_NAME_MAX);
+	/* refused, it still names the service in what follows */
+	if (!service_name_ok(s->name) &&
+	    stop(ld,
+		 r = fail(ld, v,
+			  "service name '%s'%s must be 1 to %u characters from A-Z a-z 0-9 . _ -",
+			  s->name, too_long(s->name, SERVICE_NAME_MAX, "bytes").s,
+			  SERVICE_NAME_MAX)))
+		return r;
 
 	v = map_get(m, "listen");
-	if (!v)
-		return fail(ld, m,
-			    "service '%s' has no 'listen' address (a.b.c.d:PORT or [ADDR]:PORT)",
-			    s->name);
-	r = get_addr(ld, v, "listen", true, &s->listen, &s->listen_addr, &s->listen_addr_len);
-	if (r < 0)
+	if (!v && svc_clean(ld) &&
+	    stop(ld, r = fail(ld, m,
+			      "service '%s' has no 'listen' address (a.b.c.d:PORT or [ADDR]:PORT)",
+			      s->name)))
 		return r;
-	s->listen_pos = v->pos;
+	r = v ? get_addr(ld, v, "listen", true, &s->listen, &s->listen_addr, &s->listen_addr_len)
+	      : -EINVAL;
+	if (stop(ld, r))
+		return r;
+	if (v)
+		s->listen_pos = v->pos;
 
 	r = load_scheme(ld, m, s);
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
 	v = map_get(m, "timeouts");
 	via = via_begin(ld, v);
@@ -2520,34 +2628,35 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	r = v ? load_timeouts(ld, v, s) : 0;
 	ld->section = NULL;
 	ld->via = via;
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
 	r = load_limits(ld, m, s);
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
 	if (s->queue_timeout_ms &&
-	    (r = userspace_only(ld, map_get(map_get(m, "timeouts"), "queue"), s, "timeouts.queue",
-				"holds no connection to queue")) < 0)
+	    stop(ld, r = userspace_only(ld, map_get(map_get(m, "timeouts"), "queue"), s,
+					"timeouts.queue", "holds no connection to queue")))
 		return r;
 	v = map_get(m, "abort_on_close");
-	if (v && (r = get_bool(ld, v, "abort_on_close", &s->abort_on_close)) < 0)
+	if (v && stop(ld, r = get_bool(ld, v, "abort_on_close", &s->abort_on_close)))
 		return r;
-	if (s->abort_on_close && !s->queue_timeout_ms)
-		return fail(ld, map_key(m, "abort_on_close"),
-			    "'abort_on_close' needs timeouts.queue (it applies to clients waiting "
-			    "in the queue)");
+	if (s->abort_on_close && !s->queue_timeout_ms && svc_clean(ld) &&
+	    stop(ld, r = fail(ld, map_key(m, "abort_on_close"),
+			      "'abort_on_close' needs timeouts.queue (it applies to clients "
+			      "waiting in the queue)")))
+		return r;
 	v = map_get(m, "health");
 	via = via_begin(ld, v);
 	ld->section = "health";
 	r = v ? load_health(ld, v, &s->health) : 0;
 	ld->section = NULL;
 	ld->via = via;
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
 	if (s->health.close_on_down &&
-	    (r = userspace_only(ld, map_get(v, "close_on_down"), s, "health.close_on_down",
-				"holds no connection to close: it sends the flows of a down "
-				"backend to their next backend")) < 0)
+	    stop(ld, r = userspace_only(ld, map_get(v, "close_on_down"), s, "health.close_on_down",
+					"holds no connection to close: it sends the flows of a "
+					"down backend to their next backend")))
 		return r;
 	v = map_get(m, "keepalive");
 	via = via_begin(ld, v);
@@ -2555,26 +2664,32 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	r = v ? load_keepalive(ld, v, &s->keepalive) : 0;
 	ld->section = NULL;
 	ld->via = via;
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
-	if (s->keepalive.enabled && (r = userspace_only(ld, map_key(m, "keepalive"), s, "keepalive",
-							"holds no connection to probe")) < 0)
+	if (s->keepalive.enabled &&
+	    stop(ld, r = userspace_only(ld, map_key(m, "keepalive"), s, "keepalive",
+					"holds no connection to probe")))
 		return r;
-	if (s->steering == HASHLB_STEERING_KERNEL && !s->steer_interface)
-		return fail(ld, map_get(m, "steering"),
-			    "steering: kernel needs 'interface': the network interface the "
-			    "steering program attaches to (no default)");
+	if (s->steering == HASHLB_STEERING_KERNEL && !s->steer_interface && svc_clean(ld) &&
+	    stop(ld, r = fail(ld, map_get(m, "steering"),
+			      "steering: kernel needs 'interface': the network interface the "
+			      "steering program attaches to (no default)")))
+		return r;
 	/* The kernel path serves the listen address as the VIP: packets are
 	 * matched by their destination address, which a wildcard never is
 	 * (before, such a service was attached and its tables "published",
 	 * and it steered nothing). */
-	if (s->steering == HASHLB_STEERING_KERNEL && hashlb_addr_is_any(&s->listen_addr))
-		return fail(ld, map_get(m, "listen"),
-			    "steering: kernel needs a listen address that clients connect to "
-			    "(the VIP), not a wildcard address: the kernel path matches packets "
-			    "by their destination");
+	if (s->steering == HASHLB_STEERING_KERNEL && hashlb_addr_is_any(&s->listen_addr) &&
+	    svc_clean(ld) &&
+	    stop(ld, r = fail(ld, map_get(m, "listen"),
+			      "steering: kernel needs a listen address that clients connect to "
+			      "(the VIP), not a wildcard address: the kernel path matches "
+			      "packets by their destination")))
+		return r;
 
 	backends = map_get(m, "backends");
+	if (!backends && !svc_clean(ld))
+		return -EINVAL;
 	if (!backends)
 		return fail(ld, m, "service '%s' has no 'backends'", s->name);
 	if (backends->type != YNODE_SEQ)
@@ -2589,29 +2704,37 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	s->backends = calloc(backends->n, sizeof(*s->backends));
 	if (!s->backends)
 		return nomem(ld);
+	head_clean = svc_clean(ld);
 	via = via_begin(ld, backends);
+	/* each backend on its own: a wrong one does not hide the next one's error */
 	for (size_t i = 0; i < backends->n; i++) {
 		const struct ynode *via_list = via_begin(ld, backends->items[i]);
+		const struct ynode *bm = backends->items[i];
 
-		r = load_backend(ld, backends->items[i], &s->backends[i]);
+		r = load_backend(ld, bm, &s->backends[i]);
 		s->n_backends = (uint32_t)i + 1;
-		if (r < 0)
-			return r;
-		if (s->backends[i].close_on_return &&
-		    (r = userspace_only(ld, map_get(backends->items[i], "close_on_return"), s,
-					"close_on_return", "holds no connection to close")) < 0)
-			return r;
-		if (s->backends[i].max_connections &&
-		    (r = userspace_only(ld, map_get(backends->items[i], "max_connections"), s,
-					"max_connections", "opens no connection to count")) < 0)
-			return r;
-		/* a name is checked so once resolved (hashlb_config_resolve()) */
-		if (s->backends[i].addr_len &&
-		    hlb_backend_addr_problem(s, &s->backends[i], msg, sizeof(msg)))
-			return fail(ld, map_get(backends->items[i], "address"), "%s", msg);
+		if (r == 0 && s->backends[i].close_on_return)
+			r = userspace_only(ld, map_get(bm, "close_on_return"), s, "close_on_return",
+					   "holds no connection to close");
+		if (r == 0 && s->backends[i].max_connections)
+			r = userspace_only(ld, map_get(bm, "max_connections"), s, "max_connections",
+					   "opens no connection to count");
+		/* a name is checked so once resolved (hashlb_config_resolve()); against the
+		 * listen address and source, as written only */
+		if (r == 0 && s->backends[i].addr_len && head_clean &&
+		    hlb_backend_addr_problem(s, &s->backends[i], msg, sizeof(msg))) {
+			r = fail(ld, map_get(bm, "address"), "%s", msg);
+			/* the first said: a source of the wrong family would make one of each */
+			head_clean = false;
+		}
 		ld->via = via_list;
+		if (stop(ld, r))
+			return r;
 	}
 	ld->via = via;
+	/* what follows checks the backends together, and the scheme they make a table of */
+	if (!svc_clean(ld))
+		return -EINVAL;
 
 	r = hlb_duplicate_backend(s, &dup, &first);
 	if (r < 0)
@@ -2794,6 +2917,8 @@ static int load_root_admin(struct loader *ld, const struct ynode *root, struct h
 
 		if (k->type != YNODE_SCALAR || strcmp(k->text, "admin") != 0)
 			continue;
+		if (first && !(ld->flags & HASHLB_LOAD_ADMIN_ONLY))
+			break; /* check_map() said so */
 		if (first)
 			return fail(ld, k,
 				    "duplicate key 'admin' in the configuration (first at "
@@ -2842,27 +2967,27 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 			   isdigit((unsigned char)
 					   v->text[v->text[0] == '+' || v->text[0] == '-'])) {
 			r = get_u32_range(ld, v, "workers", 1, WORKERS_MAX, &c->workers);
-			if (r < 0)
-				return r;
 		} else {
-			return fail(ld, v, "'workers' must be auto or a number 1..%u, found %s",
-				    WORKERS_MAX, describe(v).s);
+			r = fail(ld, v, "'workers' must be auto or a number 1..%u, found %s",
+				 WORKERS_MAX, describe(v).s);
 		}
+		if (stop(ld, r))
+			return r;
 	}
 
 	v = map_get(root, "resolve_every");
 	if (v) {
 		r = get_duration_taking(ld, v, "resolve_every", 0, RESOLVE_EVERY_MAX_MS, 1000,
 					RESOLVE_EVERY_MAX_MS, 1, &c->resolve_every_ms);
-		if (r < 0)
-			return r;
-		if (c->resolve_every_ms && c->resolve_every_ms < 1000) {
+		if (r == 0 && c->resolve_every_ms && c->resolve_every_ms < 1000) {
 			char why[96];
 
 			bare_why(v, 1000, RESOLVE_EVERY_MAX_MS, why, sizeof(why));
-			return fail(ld, v, "'resolve_every' %s is shorter than 1s (0 = off)%s",
-				    v->text, why);
+			r = fail(ld, v, "'resolve_every' %s is shorter than 1s (0 = off)%s",
+				 v->text, why);
 		}
+		if (stop(ld, r))
+			return r;
 	}
 
 	c->table_memory = HASHLB_TABLE_MEMORY_DEFAULT;
@@ -2871,15 +2996,19 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 		c->table_memory_pos = v->pos;
 		r = get_unit_number(ld, v, "table_memory", &size_kind, HASHLB_TABLE_MEMORY_MIN,
 				    HASHLB_TABLE_MEMORY_MAX, "no cap", &c->table_memory);
-		if (r < 0)
+		if (stop(ld, r))
 			return r;
+		ld->table_memory_bad = r < 0;
 	}
 
 	r = load_root_admin(ld, root, c);
-	if (r < 0)
+	if (stop(ld, r))
 		return r;
+	ld->admin_bad = r < 0;
 
 	services = map_get(root, "services");
+	if (!services && !clean(ld, 0)) /* a key misspelt, said: perhaps 'services' */
+		return -EINVAL;
 	if (!services)
 		return fail(ld, root, "the configuration has no 'services' list");
 	if (services->type != YNODE_SEQ)
@@ -2901,9 +3030,16 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 static int table_memory_fail(struct loader *ld, const struct ynode *sm,
 			     const struct hashlb_error *mem)
 {
+	bool first = !ld->n_errs;
+
 	fail(ld, sm, "%s", mem->msg);
-	if (ld->err)
-		ld->err->reason = HASHLB_ERR_MEMORY_CAP;
+	if (ld->list && ld->list->n && ld->list->n == ld->list->total)
+		ld->list->v[ld->list->n - 1].reason = HASHLB_ERR_MEMORY_CAP;
+	if (first) {
+		ld->first_ret = -E2BIG;
+		if (ld->err)
+			ld->err->reason = HASHLB_ERR_MEMORY_CAP;
+	}
 	return -E2BIG;
 }
 
@@ -2935,6 +3071,19 @@ static int service_clash(struct loader *ld, const struct ynode *sm, const struct
 		    o->listen, o->name, o->pos.line);
 }
 
+/* Errors in file order: by line, then column; qsort() is not stable, the message decides
+ * between two at one place (the order a run finds them in would be as good). */
+static int error_pos_cmp(const void *a, const void *b)
+{
+	const struct hashlb_error *x = a, *y = b;
+
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if (x->column != y->column)
+		return x->column < y->column ? -1 : 1;
+	return strcmp(x->msg, y->msg);
+}
+
 /*
  * Each service of <services> into <c>, checked against those before it
  * (service_clash()) through maps of them: each compared with every one
@@ -2948,7 +3097,7 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 	struct service_index x = { 0 };
 	int r = 0;
 
-	for (size_t i = 0; i < services->n && r == 0; i++) {
+	for (size_t i = 0; i < services->n && !stop(ld, r); i++) {
 		struct hashlb_service_cfg *s = &c->services[i];
 		const struct ynode *sm = services->items[i];
 
@@ -2956,14 +3105,25 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 		ld->via = NULL; /* a service given by an alias: its errors say so */
 		via_begin(ld, sm);
 		r = load_service(ld, sm, s);
-		if (r == 0 &&
+		/* one with an error is left out of what the others are checked against (no
+		 * name or listen address it may not have) and of table_memory's sum */
+		if (r < 0)
+			continue;
+		if (!ld->table_memory_bad &&
 		    hashlb_table_memory_add(c, s, hashlb_service_cfg_table_bytes_max(s),
-					    HASHLB_TABLE_MEMORY_CONFIG, &c->table_bytes, &mem) < 0)
+					    HASHLB_TABLE_MEMORY_CONFIG, &c->table_bytes,
+					    &mem) < 0) {
 			r = mem.reason == HASHLB_ERR_NOMEM ? nomem(ld)
 							   : table_memory_fail(ld, sm, &mem);
+			/* the sum is past the cap: each service after would be too */
+			ld->table_memory_bad = true;
+			if (stop(ld, r))
+				continue;
+			r = 0;
+		}
 		if (r == 0)
 			r = service_clash(ld, sm, &x, s);
-		if (r == 0 && !(ld->flags & HASHLB_LOAD_ADMIN_GIVEN) &&
+		if (r == 0 && !(ld->flags & HASHLB_LOAD_ADMIN_GIVEN) && !ld->admin_bad &&
 		    hashlb_admin_clash(&c->admin_addr, c->admin_addr_len, s))
 			r = fail(ld, map_get(sm, "listen"),
 				 "listen address %s clashes with the admin endpoint's %s%s: "
@@ -3383,9 +3543,13 @@ static bool writes_resolve_every(const struct ynode *root)
  */
 static int config_parse(const char *text, char *owned, size_t len, const char *name,
 			unsigned int flags, struct hashlb_config **ret_config,
-			struct hashlb_error *err)
+			struct hashlb_error *err, struct hashlb_error_list *list)
 {
-	struct loader ld = { .name = name ? name : "<config>", .err = err, .flags = flags };
+	/* ctl's admin key alone, before a YAML error perhaps: no list (its first error tells) */
+	struct loader ld = { .name = name ? name : "<config>",
+			     .err = err,
+			     .flags = flags,
+			     .list = flags & HASHLB_LOAD_ADMIN_ONLY ? NULL : list };
 	struct hashlb_config *c;
 	struct ydoc *doc = NULL;
 	int r;
@@ -3421,6 +3585,10 @@ static int config_parse(const char *text, char *owned, size_t len, const char *n
 	ld.cfg = c;
 	r = c->path ? load_root(&ld, doc->root, c) : nomem(&ld);
 	ydoc_free(doc);
+	if (ld.n_errs && r != -ENOMEM) /* those past the first went on (stop()) */
+		r = ld.first_ret;
+	if (ld.list && ld.list->n > 1)
+		qsort(ld.list->v, ld.list->n, sizeof(*ld.list->v), error_pos_cmp);
 	if (r == 0 && c->n_bare_durations > 1)
 		bare_durations_unique(c);
 	if (r == 0 && text && c->resolve_every_ms && hashlb_config_names_hosts(c)) {
@@ -3447,7 +3615,21 @@ static int config_parse(const char *text, char *owned, size_t len, const char *n
 int hashlb_config_parse_flags(const char *text, size_t len, const char *name, unsigned int flags,
 			      struct hashlb_config **ret_config, struct hashlb_error *err)
 {
-	return config_parse(text, NULL, len, name, flags, ret_config, err);
+	return config_parse(text, NULL, len, name, flags, ret_config, err, NULL);
+}
+
+int hashlb_config_parse_list(const char *text, size_t len, const char *name, unsigned int flags,
+			     struct hashlb_config **ret_config, struct hashlb_error *err,
+			     struct hashlb_error_list *list)
+{
+	hashlb_error_list_free(list);
+	return config_parse(text, NULL, len, name, flags, ret_config, err, list);
+}
+
+void hashlb_error_list_free(struct hashlb_error_list *l)
+{
+	free(l->v);
+	memset(l, 0, sizeof(*l));
 }
 
 int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
@@ -3507,14 +3689,32 @@ static int read_all(int fd, size_t size_hint, char **ret_buf, size_t *ret_len)
 	return 0;
 }
 
+static int load_after(const char *path, unsigned int flags, const struct hashlb_config *last,
+		      struct hashlb_config **ret_config, struct hashlb_error *err,
+		      struct hashlb_error_list *list);
+
 int hashlb_config_load_flags(const char *path, unsigned int flags,
 			     struct hashlb_config **ret_config, struct hashlb_error *err)
 {
-	return hashlb_config_load_after(path, flags, NULL, ret_config, err);
+	return load_after(path, flags, NULL, ret_config, err, NULL);
+}
+
+int hashlb_config_load_list(const char *path, unsigned int flags, struct hashlb_config **ret_config,
+			    struct hashlb_error *err, struct hashlb_error_list *list)
+{
+	hashlb_error_list_free(list);
+	return load_after(path, flags, NULL, ret_config, err, list);
 }
 
 int hashlb_config_load_after(const char *path, unsigned int flags, const struct hashlb_config *last,
 			     struct hashlb_config **ret_config, struct hashlb_error *err)
+{
+	return load_after(path, flags, last, ret_config, err, NULL);
+}
+
+static int load_after(const char *path, unsigned int flags, const struct hashlb_config *last,
+		      struct hashlb_config **ret_config, struct hashlb_error *err,
+		      struct hashlb_error_list *list)
 {
 	struct hashlb_config *c;
 	struct stat st;
@@ -3557,7 +3757,7 @@ int hashlb_config_load_after(const char *path, unsigned int flags, const struct 
 		goto err_close;
 	}
 	close(fd);
-	r = config_parse(buf, buf, got, path, flags, &c, err);
+	r = config_parse(buf, buf, got, path, flags, &c, err, list);
 	if (r < 0)
 		return r;
 	if (!(flags & HASHLB_LOAD_NO_RESOLVE)) {

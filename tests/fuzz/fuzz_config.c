@@ -120,6 +120,59 @@ static void admin_only(const uint8_t *data, size_t size)
 	check(memchr(err.msg, '\0', sizeof(err.msg)) && err.msg[0], "admin only: says what", &err);
 }
 
+static bool same_error(const struct hashlb_error *a, const struct hashlb_error *b)
+{
+	return a->reason == b->reason && a->file == b->file && a->line == b->line &&
+	       a->column == b->column && strcmp(a->msg, b->msg) == 0;
+}
+
+/*
+ * The same text loaded going on past each error (hashlb_config_load_list(), what hashlb check
+ * and a start print): it comes to the same end as a load that stops at the first, <r> (and
+ * <first>), and lists each error in file order, inside the text (<lines>, <longest>), the
+ * first found among them; nothing leaks from the list, whatever state an error leaves a
+ * value in while loading goes on.
+ */
+static void all_errors(const uint8_t *data, size_t size, int r, const struct hashlb_error *first)
+{
+	struct hashlb_error_list l = { 0 };
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	size_t longest;
+	bool found = false;
+	int r2, lines;
+
+	memset(&err, 0, sizeof(err));
+	r2 = hashlb_config_parse_list((const char *)data, size, name, 0, &c, &err, &l);
+	if (r == -ENOMEM || r2 == -ENOMEM) {
+		hashlb_config_free(c);
+		hashlb_error_list_free(&l);
+		return;
+	}
+	check(r2 == r, "listing every error ends as stopping at the first does", &err);
+	check(r2 < 0 || (c && !l.n && !l.total), "a config that loads has no error listed", &err);
+	hashlb_config_free(c);
+	check(l.n <= l.total && l.n <= HASHLB_ERRORS_KEPT, "the list keeps at most what it counts",
+	      &err);
+	check(r2 == 0 || !l.n || same_error(&err, first),
+	      "the first error found is the one a load that stops says", &err);
+	text_shape(data, size, &lines, &longest);
+	for (size_t i = 0; i < l.n; i++) {
+		const struct hashlb_error *e = &l.v[i];
+
+		check(e->file == name && e->line >= 1 && e->line <= lines && e->column >= 1 &&
+			      (size_t)e->column <= longest + 1 && e->msg[0] &&
+			      memchr(e->msg, '\0', sizeof(e->msg)),
+		      "each error listed names its place in the text and says what", e);
+		check(i == 0 || l.v[i - 1].line < e->line ||
+			      (l.v[i - 1].line == e->line && l.v[i - 1].column <= e->column),
+		      "the errors are listed in file order", e);
+		found |= same_error(e, first);
+	}
+	check(!l.n || l.n < l.total || found, "the first error found is listed", first);
+	hashlb_error_list_free(&l);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct hashlb_config *c = NULL;
@@ -129,6 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(&err, 0, sizeof(err));
 	r = hashlb_config_parse((const char *)data, size, name, &c, &err);
+	all_errors(data, size, r, &err);
 	if (r == 0) {
 		check_loaded(c, &err);
 		hashlb_config_free(c);

@@ -4,7 +4,9 @@
 Each case is a file (or a path that is not one) and what check must say of it: exit 0
 (valid), exit 1 with one line FILE:LINE:COL: error: WHAT whose position lies on the
 node that is wrong (the key for an unknown or repeated key, the value for a wrong
-value), or either (a value whose acceptance the probe does not model; a refusal must
+value; a case of several mistakes, each such line in file order, the first 20, then
+"hashlb check: and N more errors" past them and "hashlb check: N errors"; a second line
+of a case of one mistake is a cascade, a defect), or either (a value whose acceptance the probe does not model; a refusal must
 still point at it). Every run must end promptly, in bounded memory, with no sanitizer
 report.
 
@@ -267,13 +269,14 @@ def leaf_paths():
 # --- cases ---------------------------------------------------------------------------
 class Case:
     def __init__(self, kind, name, data=None, expect="error", span=None, path=None, words=None,
-                 setup=None, nofile=False):
+                 setup=None, nofile=False, many=False):
         self.kind, self.name, self.data, self.expect = kind, name, data, expect
         self.span = span  # [(line, col_lo, col_hi)] where the error may point; None: anywhere
         self.path = path  # a path to give to -c instead of a file of data
         self.words = words  # a regex the message must match
         self.setup = setup
         self.nofile = nofile  # an error without a position (FILE: error: ...) is right
+        self.many = many  # several mistakes: a line each, then how many
 
 
 def value_span(text, line, col):
@@ -411,8 +414,10 @@ def cases_structure():
                     exp = "ok"
                 elif label in ("null", "tilde", "empty"):
                     exp = "either"
+            # [1, 2] for a list of mappings: two items wrong, an error each
             yield Case("structure", f"{path}={label}", d.text().encode(), exp,
-                       value_span(text, vl, vc))
+                       value_span(text, vl, vc),
+                       many=label == "list" and path in ("services", "services[0].backends"))
     # an unknown key in each mapping, and a key repeated
     for path in ("", "services[0]", "services[0].timeouts", "services[0].health",
                  "services[0].keepalive", "services[0].backends[0]"):
@@ -569,7 +574,7 @@ def cases_yaml():
     al = lines.index("    keepalive: *h") + 1
     yield Case(Y, "alias of health as keepalive", t.encode(), "error",
                [(l, 1, 40) for l in range(hl, hl + 10)],
-               words=rf"\(through the alias at line {al}, column 16\)$")
+               words=rf"\(through the alias at line {al}, column 16\)$", many=True)
     t = base.replace("  - name: web\n", "  - &svc\n    name: web\n", 1) + "  - *svc\n"
     yield Case(Y, "service repeated by an alias", t.encode(), "error", [(7, 11, 11)],
                words=rf"duplicate service name 'web'.*\(through the alias at line "
@@ -714,7 +719,7 @@ def cases_stress():
     t = base.replace("workers: auto", "workers: auto\n" + "".join(
         f"k{i}: &x{i} {i}\n" for i in range(n)) + "many: [" + ", ".join(
         f"*x{i}" for i in range(n)) + "]")
-    yield Case(S, "40000 anchors and aliases", t.encode(), "error", None)
+    yield Case(S, "40000 anchors and aliases", t.encode(), "error", None, many=True)
     # a very large file: many services (valid), and past the size limit
     svcs = []
     for i in range(2000):
@@ -735,7 +740,7 @@ def cases_stress():
     yield Case(S, "many keys in a map", (base + "x: {" + ", ".join(
         f"k{i}: {i}" for i in range(200000)) + "}\n").encode(), "error", None)
     yield Case(S, "many duplicate keys", base.replace("  - name: web\n", "  - name: web\n" + "".join(
-        f"    x{i}: 1\n" for i in range(100000)), 1).encode(), "error", None)
+        f"    x{i}: 1\n" for i in range(100000)), 1).encode(), "error", None, many=True)
 
 
 def cases_files(tmp):
@@ -754,7 +759,8 @@ def cases_files(tmp):
     fifo = os.path.join(tmp, "fifo.yaml")
     os.mkfifo(fifo)
     yield Case(F, "fifo", path=fifo, expect="error", nofile=True)
-    yield Case(F, "/proc file", path="/proc/self/status", expect="error", nofile=True)
+    yield Case(F, "/proc file", path="/proc/self/status", expect="error", nofile=True,
+               many=True)
     link = os.path.join(tmp, "link.yaml")
     os.symlink(link, link)
     yield Case(F, "symlink loop", path=link, expect="error", nofile=True)
@@ -832,8 +838,10 @@ def judge(case, path, rc, out, err, secs, timed_out, rss_kb, max_rss_mb, max_sec
         return defects
     if rc != 1:
         defects.append(("exit-status", f"exit {rc}"))
-    if len(lines) != 1:
+    if len(lines) != 1 and not case.many:
         defects.append(("not-one-line", f"{len(lines)} lines: {err[:300]!r}"))
+    elif len(lines) != 1:
+        defects += many_errors(lines, path)
     first = lines[0] if lines else ""
     m = re.fullmatch(re.escape(path) + r":(\d+):(\d+): error: (.+)", first)
     if m is None:
@@ -850,6 +858,22 @@ def judge(case, path, rc, out, err, secs, timed_out, rss_kb, max_rss_mb, max_sec
     if len(msg) < 12:
         defects.append(("message", f"too terse: {msg!r}"))
     return defects
+
+
+def many_errors(lines, path):
+    """Defects of check's refusal <lines> of a file of several mistakes: each error a line
+    FILE:LINE:COL: error: WHAT in file order, at most 20, then "and N more errors" if there
+    are more, then the count."""
+    pos = [re.fullmatch(re.escape(path) + r":(\d+):(\d+): error: .+", l) for l in lines]
+    shown = [(int(m.group(1)), int(m.group(2))) for m in pos if m]
+    rest = lines[len(shown):]
+    more = re.fullmatch(r"hashlb check: and (\d+) more errors?", rest[0]) if rest else None
+    total = re.fullmatch(r"hashlb check: (\d+) errors", rest[-1]) if rest else None
+    if (not all(pos[:len(shown)]) or len(shown) > 20 or shown != sorted(shown) or
+            total is None or len(rest) != 1 + (more is not None) or
+            int(total.group(1)) != len(shown) + (int(more.group(1)) if more else 0)):
+        return [("many-errors", repr("\n".join(lines)[:300]))]
+    return []
 
 
 def logfmt_value(line, key):

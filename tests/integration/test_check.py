@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """hashlb check and hashlb lookup -c: a good config is accepted with its tables shown
 (the fingerprint and shares agree with hashlb table), a broken one is refused with
-exit 1 and exactly one line FILE:LINE:COL: error: WHAT, and lookup -c answers with
+exit 1 and a line FILE:LINE:COL: error: WHAT for each of its errors, and lookup -c answers with
 the table the config describes."""
 import os
 import re
@@ -712,6 +712,58 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 0 and r.stderr == want,
               f"check {' '.join(extra)} of {admin.strip()!r}: exit 0, "
               f"{'warned' if warned else 'no warning'}: {r.returncode} {r.stderr!r}")
+
+# A config with several independent mistakes: every one is said, FILE:LINE:COL: error: WHAT in
+# file order, then how many (before, the first alone: five mistakes took five runs), by check
+# and by a start alike; exit 1.
+MULTI = ("workers: 0\n"
+         "services:\n"
+         "  - name: web\n"
+         "    listen: 127.0.0.1:18390\n"
+         "    tabel_size: 101\n"
+         "    health: {interval: 1s, timeout: 5s}\n"
+         "    backends:\n"
+         "      - {name: a, address: 127.0.0.1:99999}\n"
+         "      - {name: b, address: 127.0.0.1:18391, weight: -3}\n")
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "multi.yaml")
+    with open(path, "w") as f:
+        f.write(MULTI)
+    want = (f"{path}:1:10: error: 'workers' 0 is out of range 1..256\n"
+            f"{path}:5:5: error: unknown key 'tabel_size' in service (did you mean "
+            "'table_size'?)\n"
+            f"{path}:6:37: error: health check timeout 5s is longer than its interval 1s\n"
+            f"{path}:8:28: error: 'address': '127.0.0.1:99999' is not a valid address: port "
+            "99999 is out of range 1..65535\n"
+            f"{path}:9:53: error: 'weight' -3 is out of range 0..10000\n")
+    for cmd in ("check", "run"):
+        r = run(cmd, "-c", path)
+        check(r.returncode == 1 and r.stdout == "" and
+              r.stderr == want + f"hashlb {cmd}: 5 errors\n",
+              f"{cmd} of a config with 5 mistakes says each, then the count: {r.returncode} "
+              f"{r.stderr!r}")
+    # the health timeout is checked against the interval as written: an interval refused
+    # leaves its default, 2s, which a timeout of 5s is no error of; one error is one line, as
+    # it always was, no count
+    with open(path, "w") as f:
+        f.write(MULTI.replace("tabel_size: 101", "table_size: 101").replace("workers: 0", "")
+                .replace("interval: 1s", "interval: 1x")
+                .replace("127.0.0.1:99999", "127.0.0.1:18392").replace("weight: -3", "weight: 3"))
+    r = run("check", "-c", path)
+    check(r.returncode == 1 and r.stderr.startswith(f"{path}:6:24: error: 'interval' must be a "
+                                                    "duration") and
+          len(r.stderr.splitlines()) == 1,
+          f"a timeout is not checked against an interval refused: {r.returncode} {r.stderr!r}")
+    # past 20, the first 20 and how many more
+    with open(path, "w") as f:
+        f.write("".join(f"bad{i}: 1\n" for i in range(25)) + MULTI.replace("workers: 0\n", ""))
+    r = run("check", "-c", path)
+    lines = r.stderr.splitlines()
+    check(r.returncode == 1 and len(lines) == 22 and
+          lines[0] == f"{path}:1:1: error: unknown key 'bad0' in the configuration" and
+          lines[19].startswith(f"{path}:20:1: error: unknown key 'bad19'") and
+          lines[20:] == ["hashlb check: and 9 more errors", "hashlb check: 29 errors"],
+          f"check of 29 errors shows 20, then how many more: {r.returncode} {r.stderr!r}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -4106,6 +4106,186 @@ static void test_admin_state_names(void **state)
 	assert_string_equal(hashlb_steering_name(HASHLB_STEERING_KERNEL), "kernel");
 }
 
+/* An error hashlb_config_parse_list() must list: where, and what its message holds. */
+struct want_error {
+	int line, col;
+	const char *what;
+};
+
+/*
+ * <yaml> refused with every error of <want> (<n>), in file order, each at its line:column
+ * with its message, and no other; the first found is the one hashlb_config_parse() says.
+ */
+static void expect_errors(const char *yaml, const struct want_error *want, size_t n)
+{
+	struct hashlb_error_list l = { 0 };
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err, one;
+	bool first_listed = false;
+	int r;
+
+	memset(&err, 0, sizeof(err));
+	r = hashlb_config_parse_list(yaml, strlen(yaml), "t.yaml", 0, &c, &err, &l);
+	assert_int_equal(r, -EINVAL);
+	assert_null(c);
+	for (size_t i = 0; i < l.n; i++)
+		print_message("listed %d:%d %s\n", l.v[i].line, l.v[i].column, l.v[i].msg);
+	assert_int_equal(l.total, n);
+	assert_int_equal(l.n, n);
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(l.v[i].file, "t.yaml");
+		assert_int_equal(l.v[i].reason, HASHLB_ERR_CONFIG);
+		if (l.v[i].line != want[i].line || l.v[i].column != want[i].col ||
+		    !strstr(l.v[i].msg, want[i].what))
+			fail_msg("error %zu: expected %d:%d '%s', got %d:%d '%s'", i, want[i].line,
+				 want[i].col, want[i].what, l.v[i].line, l.v[i].column, l.v[i].msg);
+	}
+	/* the load that stops at the first error (a reload's) says the first found */
+	assert_int_equal(hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &one), -EINVAL);
+	assert_int_equal(err.line, one.line);
+	assert_int_equal(err.column, one.column);
+	assert_string_equal(err.msg, one.msg);
+	for (size_t i = 0; i < n; i++)
+		first_listed |= l.v[i].line == one.line && l.v[i].column == one.column &&
+				!strcmp(l.v[i].msg, one.msg);
+	assert_true(first_listed);
+	hashlb_error_list_free(&l);
+	assert_null(l.v);
+	assert_int_equal(l.total, 0);
+}
+
+/*
+ * A config with a mistake in each of several places is refused with each one, not with the
+ * first alone: an operator fixing five mistakes ran hashlb check five times. Top-level keys,
+ * a service's unknown key, a section's value, each backend, another service's backend and a
+ * clash between two services that are right on their own.
+ */
+static void test_every_independent_error_is_listed(void **state)
+{
+	static const char yaml[] = "workers: 0\n"
+				   "services:\n"
+				   "  - name: web\n"
+				   "    listen: 127.0.0.1:8080\n"
+				   "    tabel_size: 101\n"
+				   "    timeouts: {connect: 5x, idle: 1m}\n"
+				   "    health:\n"
+				   "      rise: 0\n"
+				   "    backends:\n"
+				   "      - name: a\n"
+				   "        address: 127.0.0.1:99999\n"
+				   "      - name: b\n"
+				   "        address: 127.0.0.1:9002\n"
+				   "        weight: -3\n"
+				   "  - name: api\n"
+				   "    listen: 127.0.0.1:8081\n"
+				   "    backends:\n"
+				   "      - {name: c, address: 127.0.0.1:9003, state: sleeping}\n"
+				   "  - name: db\n"
+				   "    listen: 127.0.0.1:8082\n"
+				   "    backends:\n"
+				   "      - {name: d, address: 127.0.0.1:9004}\n"
+				   "  - name: db\n"
+				   "    listen: 127.0.0.1:8083\n"
+				   "    backends:\n"
+				   "      - {name: e, address: 127.0.0.1:9005}\n";
+	static const struct want_error want[] = {
+		{ 1, 10, "'workers' 0 is out of range 1..256" },
+		{ 5, 5, "unknown key 'tabel_size' in service (did you mean 'table_size'?)" },
+		{ 6, 25, "'connect' must be a duration" },
+		{ 8, 13, "'rise' 0 is out of range 1..100" },
+		{ 11, 18, "'127.0.0.1:99999' is not a valid address" },
+		{ 14, 17, "'weight' -3 is out of range" },
+		{ 18, 51, "'state' must be ready, drain or maint, found 'sleeping'" },
+		{ 23, 11, "duplicate service name 'db' (first at line 19)" },
+	};
+	struct hashlb_error_list l = { 0 };
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+
+	expect_errors(yaml, want, sizeof(want) / sizeof(want[0]));
+	/* a config that loads lists nothing */
+	assert_int_equal(
+		hashlb_config_parse_list(MINIMAL, strlen(MINIMAL), "t.yaml", 0, &c, &err, &l), 0);
+	assert_int_equal(l.total, 0);
+	hashlb_config_free(c);
+	hashlb_error_list_free(&l);
+}
+
+/*
+ * What is checked against a value that was refused is not checked: the refused value is left
+ * at its default, and an error about that default would be none of the file's (a cascade).
+ * Each of these configs has one mistake and gets one error.
+ */
+static void test_a_dependent_error_does_not_cascade(void **state)
+{
+#define WEB "services:\n  - name: web\n    listen: 127.0.0.1:8080\n"
+#define ONE_BACKEND "    backends: [{name: a, address: 127.0.0.1:9001}]\n"
+	static const struct {
+		const char *yaml;
+		struct want_error want;
+	} cases[] = {
+		/* the list misspelt: not also "has no 'services' list" */
+		{ "servics:\n  - name: web\n",
+		  { 1, 1, "unknown key 'servics' in the configuration" } },
+		/* the interval refused: the timeout not checked against the default 2s */
+		{ WEB "    health: {interval: 1x, timeout: 5s}\n" ONE_BACKEND,
+		  { 4, 24, "'interval' must be a duration" } },
+		/* the scheme refused: vnodes not said to need ring */
+		{ WEB "    scheme: rnig\n    vnodes: 100\n" ONE_BACKEND,
+		  { 4, 13, "'scheme' must be ring or maglev" } },
+		/* a backend's name misspelt: not also "backend has no 'name'" */
+		{ WEB "    backends: [{nmae: a, address: 127.0.0.1:9001}]\n",
+		  { 4, 17, "unknown key 'nmae' in backend" } },
+		/* the limit misspelt: client_prefix not said to lack it */
+		{ WEB
+		  "    max_conections_per_client: 5\n    client_prefix: {ipv4: 24}\n" ONE_BACKEND,
+		  { 4, 5, "unknown key 'max_conections_per_client' in service" } },
+		/* accept_proxy refused: accept_proxy_from not said to need it */
+		{ WEB "    accept_proxy: maybe\n    accept_proxy_from: [10.0.0.0/8]\n" ONE_BACKEND,
+		  { 4, 19, "'accept_proxy' must be true or false" } },
+		/* a source of the wrong family: said of the first backend, not of each */
+		{ WEB "    source: \"::1\"\n    backends: [{name: a, address: 127.0.0.1:9001},\n"
+		      "               {name: b, address: 127.0.0.1:9002}]\n",
+		  { 5, 35, "is IPv4 but the service's source is IPv6" } },
+		/* a backend that failed to load (weight 0, calloc's): the list is not then said
+		 * to have every weight 0, nor checked as a table */
+		{ WEB "    backends: [oops, {name: b, address: 127.0.0.1:9002, weight: 0}]\n",
+		  { 4, 16, "backend must be a mapping" } },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		print_message("case %zu\n", i);
+		expect_errors(cases[i].yaml, &cases[i].want, 1);
+	}
+#undef WEB
+#undef ONE_BACKEND
+}
+
+/*
+ * The first HASHLB_ERRORS_KEPT errors are kept and every one counted: 16 MiB of mistakes
+ * must not take a list of a million.
+ */
+static void test_error_list_is_bounded(void **state)
+{
+	size_t n = HASHLB_ERRORS_KEPT + 500, len = 0;
+	char *yaml = malloc(64 + n * 32);
+	struct hashlb_error_list l = { 0 };
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+
+	assert_non_null(yaml);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)sprintf(yaml + len, "bad%zu: 1\n", i);
+	len += (size_t)sprintf(yaml + len, MINIMAL);
+	assert_int_equal(hashlb_config_parse_list(yaml, len, "t.yaml", 0, &c, &err, &l), -EINVAL);
+	assert_int_equal(l.total, n);
+	assert_int_equal(l.n, HASHLB_ERRORS_KEPT);
+	assert_int_equal(l.v[0].line, 1);
+	assert_int_equal(l.v[HASHLB_ERRORS_KEPT - 1].line, HASHLB_ERRORS_KEPT);
+	hashlb_error_list_free(&l);
+	free(yaml);
+}
+
 static void test_load_file_errors(void **state)
 {
 	struct hashlb_config *c = NULL;
@@ -4689,6 +4869,9 @@ int main(void)
 		cmocka_unit_test(test_listen_moves_destination),
 		cmocka_unit_test(test_admin_state_names),
 		cmocka_unit_test(test_load_file_errors),
+		cmocka_unit_test(test_every_independent_error_is_listed),
+		cmocka_unit_test(test_a_dependent_error_does_not_cascade),
+		cmocka_unit_test(test_error_list_is_bounded),
 		cmocka_unit_test(test_mutations),
 		cmocka_unit_test(test_example_configs),
 		cmocka_unit_test(test_full_yaml_defaults),
