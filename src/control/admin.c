@@ -293,9 +293,10 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 				const struct hlb_snapshot *snap, uint32_t idx, double share)
 {
 	char addr[HASHLB_ADDR_STRLEN];
-	struct hlb_backend_counters c;
+	struct hlb_pool_totals t; /* those an upgrade in place carried included */
+	const struct hlb_backend_counters *c = &t.c;
 
-	hlb_backend_counters_read(b->rt, &c);
+	hlb_pool_backend_totals(b, &t);
 	hlb_buf_puts(o, "{\"name\":");
 	hlb_buf_json_str(o, b->rt->name);
 	hlb_buf_puts(o, ",\"address\":");
@@ -316,17 +317,17 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		       b->rt->weight, backend_state_name(b, !snap),
 		       snap ? health_name(b) : "removed" /* no longer checked */,
 		       hlb_pool_takes_clients(snap, idx) ? "true" : "false", backend_ramp(b), share,
-		       c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail,
-		       c.connect_timeout, c.retries, b->checks_ok, b->checks_failed,
-		       b->checks_skipped, (double)b->check_latency_ns / 1e6, b->health.flaps,
-		       atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
+		       c->active, c->total, c->bytes_in, c->bytes_out, c->connect_fail,
+		       c->connect_timeout, c->retries, t.checks_ok, t.checks_failed,
+		       t.checks_skipped, (double)b->check_latency_ns / 1e6, t.flaps,
+		       atomic_load(&b->rt->max_conns), c->full, connect_avg_ms(c));
 	o->len--; /* reopen the object */
 	hlb_buf_printf(o, ",\"close_on_return\":%s",
 		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false");
 	/* passive-only health: its holds, and the time left of the one under way (0: none) */
 	hlb_buf_printf(o, ",\"passive_holds\":%" PRIu64 ",\"hold_left_ms\":%" PRIu64,
-		       b->passive_holds, snap ? hlb_pool_backend_hold_left_ms(b, hlb_now_ms()) : 0);
-	json_closed_ends(o, &c);
+		       t.passive_holds, snap ? hlb_pool_backend_hold_left_ms(b, hlb_now_ms()) : 0);
+	json_closed_ends(o, c);
 	hlb_buf_puts(o, ",\"each_address\":");
 	/* the each_address entry it comes from (its name as written), for tools to group by */
 	hlb_buf_json_str(o, snap ? b->svc->cfg->backends[idx].from_name : NULL);
@@ -532,7 +533,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 		struct hlb_service_counters sc;
 
-		hlb_service_counters_read(s->rt, &sc);
+		hlb_pool_service_totals(s, &sc);
 		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
 		hlb_buf_json_str(o, s->cfg->name);
 		hlb_buf_puts(o, ",\"listen\":");
@@ -754,7 +755,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		struct hlb_service_counters sc;
 		char pbuf[64];
 
-		hlb_service_counters_read(s->rt, &sc);
+		hlb_pool_service_totals(s, &sc);
 		hlb_buf_printf(o,
 			       "\nservice %s  listen %s  %s  key %s%s\n"
 			       "  table: generation %" PRIu64 ", fingerprint %016" PRIx64
@@ -784,14 +785,15 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			bool removed = j >= s->n_backends;
 			struct hlb_pool_backend *b =
 				removed ? s->removed[j - s->n_backends] : s->backends[j];
-			struct hlb_backend_counters c;
+			struct hlb_pool_totals t; /* those an upgrade in place carried included */
+			const struct hlb_backend_counters *c = &t.c;
 			char ramp[32] = "", addr[HASHLB_ADDR_STRLEN];
 			char resolved[HASHLB_ADDR_STRLEN + 16] = "", skipped[48] = "";
 			char check[16] = "-", connect[16] = "-", held[32] = "";
 			uint64_t left =
 				removed ? 0 : hlb_pool_backend_hold_left_ms(b, hlb_now_ms());
 
-			hlb_backend_counters_read(b->rt, &c);
+			hlb_pool_backend_totals(b, &t);
 			/* passive-only health: tried again then; tenths rounded up, so
 			 * that a hold under way never reads "held 0.0s" */
 			if (left)
@@ -801,9 +803,9 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
 				snprintf(resolved, sizeof(resolved), " resolved %s", addr);
 			}
-			if (b->checks_skipped) /* for a fault of this host: docs/control.md */
+			if (t.checks_skipped) /* for a fault of this host: docs/control.md */
 				snprintf(skipped, sizeof(skipped), " checks-skipped %" PRIu64,
-					 b->checks_skipped);
+					 t.checks_skipped);
 			if (backend_ramp(b) < 1.0 && !removed)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
 					 backend_ramp(b) * 100);
@@ -815,8 +817,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			    hlb_pool_backend_checked(b))
 				snprintf(check, sizeof(check), "%.1fms",
 					 (double)b->check_latency_ns / 1e6);
-			if (connect_count(&c))
-				snprintf(connect, sizeof(connect), "%.2fms", connect_avg_ms(&c));
+			if (connect_count(c))
+				snprintf(connect, sizeof(connect), "%.2fms", connect_avg_ms(c));
 			hlb_buf_printf(
 				o,
 				"  %-*s %-22s %6u %-8s %-9s %7.3f%% %8" PRIu64 " %6" PRIu64
@@ -824,9 +826,9 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				16 + hashlb_text_extra_bytes(b->rt->name), b->rt->name,
 				b->rt->address, b->rt->weight, backend_state_name(b, removed),
 				removed ? "removed" : health_name(b),
-				removed ? 0.0 : 100.0 * hlb_pool_service_share(s, j), c.active,
-				c.total, c.connect_fail + c.connect_timeout, check, connect, ramp,
-				held, b->rt->backup ? " backup" : "", resolved, skipped);
+				removed ? 0.0 : 100.0 * hlb_pool_service_share(s, j), c->active,
+				c->total, c->connect_fail + c->connect_timeout, check, connect,
+				ramp, held, b->rt->backup ? " backup" : "", resolved, skipped);
 		}
 		drained_text(o, s);
 	}

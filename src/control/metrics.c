@@ -176,7 +176,7 @@ struct series {
 	 * then for a removed one the address it drains from (the same name may be back at
 	 * another meanwhile), ',draining="ADDR"': <lab_drain> bytes in all */
 	size_t lab, lab_len, lab_drain;
-	struct hlb_backend_counters c;
+	struct hlb_pool_totals t; /* those carried by an upgrade in place included */
 	double share; /* of the published table (hlb_pool_service_share()) */
 };
 
@@ -184,7 +184,7 @@ struct series {
 struct svc_series {
 	const struct hlb_pool_service *s;
 	size_t lab, lab_len; /* '{service="S"' */
-	struct hlb_service_counters c;
+	struct hlb_service_counters c; /* those carried by an upgrade in place included */
 };
 
 struct scrape {
@@ -226,7 +226,7 @@ static int scrape_read(struct hlb_control *ctl, struct scrape *sc)
 		hlb_buf_puts(&sc->labels, "{service=");
 		hlb_buf_label(&sc->labels, s->cfg->name);
 		y->lab_len = sc->labels.len - y->lab;
-		hlb_service_counters_read(s->rt, &y->c);
+		hlb_pool_service_totals(s, &y->c);
 		for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
 			struct series *x = &sc->v[sc->n++];
 
@@ -245,7 +245,7 @@ static int scrape_read(struct hlb_control *ctl, struct scrape *sc)
 				hlb_buf_label(&sc->labels, addr);
 			}
 			x->lab_drain = sc->labels.len - x->lab;
-			hlb_backend_counters_read(x->b->rt, &x->c);
+			hlb_pool_backend_totals(x->b, &x->t);
 			x->share = j < s->n_backends ? hlb_pool_service_share(s, j) : 0.0;
 		}
 	}
@@ -308,7 +308,7 @@ static double bvalue(const struct series *x, enum bfield f)
 {
 	const struct hlb_pool_service *s = x->s;
 	const struct hlb_pool_backend *b = x->b;
-	const struct hlb_backend_counters *c = &x->c;
+	const struct hlb_backend_counters *c = &x->t.c;
 	uint32_t j = x->j;
 
 	switch (f) {
@@ -345,17 +345,17 @@ static double bvalue(const struct series *x, enum bfield f)
 	case B_SLOW_START:
 		return (double)atomic_load(&b->rt->admit) / 65536.0;
 	case B_CHECKS_OK:
-		return (double)b->checks_ok;
+		return (double)x->t.checks_ok;
 	case B_CHECKS_FAILED:
-		return (double)b->checks_failed;
+		return (double)x->t.checks_failed;
 	case B_CHECKS_SKIPPED:
-		return (double)b->checks_skipped;
+		return (double)x->t.checks_skipped;
 	case B_CHECK_LATENCY:
 		return (double)b->check_latency_ns / 1e9;
 	case B_FLAPS:
-		return (double)b->health.flaps;
+		return (double)x->t.flaps;
 	case B_PASSIVE_HOLDS:
-		return (double)b->passive_holds;
+		return (double)x->t.passive_holds;
 	case B_PASSIVE_HOLD_LEFT: /* one a reload removed is held no more */
 		return j < s->n_backends
 			       ? (double)hlb_pool_backend_hold_left_ms(b, hlb_now_ms()) / 1e3
@@ -396,14 +396,14 @@ static void connect_histogram(struct scrape *sc, const struct wanted *w, struct 
 		uint64_t cum = 0;
 
 		for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++) {
-			cum += x->c.connect_hist[k];
+			cum += x->t.c.connect_hist[k];
 			series_open(o, bucket, sizeof(bucket) - 1, sc, x, true);
 			hlb_buf_put(o, le[k], le_len[k]);
 			value_u64(o, cum);
 		}
 		series_open(o, sum, sizeof(sum) - 1, sc, x, true);
 		hlb_buf_put(o, "}", 1);
-		value_num(o, (double)x->c.connect_us_sum / 1e6);
+		value_num(o, (double)x->t.c.connect_us_sum / 1e6);
 		series_open(o, count, sizeof(count) - 1, sc, x, true);
 		hlb_buf_put(o, "}", 1);
 		value_u64(o, cum);
@@ -479,7 +479,7 @@ static void closed_family(struct scrape *sc, const struct wanted *w, struct hlb_
 		for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
 			series_open(o, name, sizeof(name) - 1, sc, &sc->v[i], true);
 			hlb_buf_puts(o, reasons[k].label);
-			value_u64(o, sc->v[i].c.ends[reasons[k].end]);
+			value_u64(o, sc->v[i].t.c.ends[reasons[k].end]);
 		}
 }
 
@@ -499,7 +499,7 @@ static void ends_family(struct scrape *sc, const struct wanted *w, struct hlb_bu
 			hlb_buf_puts(o, ",end=\"");
 			hlb_buf_puts(o, hlb_end_names[k]);
 			hlb_buf_put(o, "\"}", 2);
-			value_u64(o, sc->v[i].c.ends[k]);
+			value_u64(o, sc->v[i].t.c.ends[k]);
 		}
 }
 

@@ -220,6 +220,10 @@ static void plug_handover(struct hlb_daemon *d, void *arg, FILE *f)
 	if (!plug->ctl)
 		return;
 	hlb_control_handover(plug->ctl, &o);
+	/* here alone, not at GET /sockets: this process stops accepting once the new one is
+	 * ready, where one that answers GET /sockets serves on beside it, counting on, and the
+	 * two would show the same past twice */
+	hlb_pool_handover_totals(plug->ctl->pool, &o);
 	if (o.len && !o.oom)
 		fwrite(o.p, 1, o.len, f);
 	hlb_buf_free(&o);
@@ -234,6 +238,7 @@ static void plug_resync(struct hlb_daemon *d, void *arg, const char *text)
 	if (!plug->ctl)
 		return;
 	n = hlb_pool_resync(plug->ctl->pool, text);
+	hlb_pool_carry_totals(plug->ctl->pool, text); /* what it counted while this one started */
 	hlb_log(HLB_LOG_INFO, "health from the old hashlb as this one got ready", "changed=%u", n);
 }
 

@@ -53,6 +53,13 @@ struct hlb_pool;
 struct hlb_pool_service;
 struct orphan_was;
 
+/* A backend's counters as the admin endpoint shows them (hlb_pool_backend_totals()): the data
+ * path's, and the control plane's of its checks and health. */
+struct hlb_pool_totals {
+	struct hlb_backend_counters c;
+	uint64_t checks_ok, checks_failed, checks_skipped, flaps, passive_holds;
+};
+
 struct hlb_pool_backend {
 	struct hlb_pool_service *svc;
 	struct hlb_backend *rt; /* one reference */
@@ -96,6 +103,10 @@ struct hlb_pool_backend {
 	 * the reload that adds that service back before it drained (pool.c, orphan_take()). */
 	char *orphan_of;
 	bool orphan_passive_only; /* an orphan whose health was passive-only's */
+	/* Its totals in the processes before this one, handed over by an upgrade in place
+	 * (hlb_pool_carry_totals()), added where they are shown, not to the counters the data
+	 * path and health read: NULL if none. Its gauge (c.active) is 0. */
+	struct hlb_pool_totals *carried;
 };
 
 struct hlb_pool_service {
@@ -161,6 +172,9 @@ struct hlb_pool_service {
 	uint64_t gap_ms; /* current minimum between two builds */
 	uint64_t rebuilds, rebuilds_failed;
 	uint64_t rebuild_ns_last, rebuild_ns_total, rebuild_ns_max;
+	/* its counters in the processes before this one (hlb_pool_carry_totals()); the gauges
+	 * (active, queued) 0 */
+	struct hlb_service_counters carried;
 	struct hashlb_error last_error; /* of the last failed build */
 	/* Each backend's share of the published table of generation <shares_gen>
 	 * (hlb_pool_service_share()), <n_shares> of them; NULL until asked for. */
@@ -365,6 +379,21 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o);
  * Returns how many changed.
  */
 uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text);
+/* The HLB_HANDOVER_TOTALS and HLB_HANDOVER_SERVICE_TOTALS lines of <p>'s services and
+ * configured backends onto <o>, for an upgrade in place's new process to go on from. */
+void hlb_pool_handover_totals(const struct hlb_pool *p, struct hlb_buf *o);
+/*
+ * <text>'s HLB_HANDOVER_TOTALS and HLB_HANDOVER_SERVICE_TOTALS lines (an upgrade in place's, at
+ * the start and again at the resync) taken as the carried counters of the services and
+ * backends of those names here, each value kept if higher already (a counter shown never goes
+ * back); those of a name not here are dropped. Returns the backends and services that took
+ * some.
+ */
+uint32_t hlb_pool_carry_totals(struct hlb_pool *p, const char *text);
+/* <b>'s counters as shown (GET /metrics, /status): its own, and those carried over. */
+void hlb_pool_backend_totals(const struct hlb_pool_backend *b, struct hlb_pool_totals *ret);
+/* <s>'s counters as shown: its own, and those carried over. */
+void hlb_pool_service_totals(const struct hlb_pool_service *s, struct hlb_service_counters *ret);
 /*
  * Close <b>'s connections, established or connecting now (hashlb ctl
  * close): the workers close them within about 100 ms, end=closed; the

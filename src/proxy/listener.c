@@ -525,17 +525,20 @@ static void take_services(struct hlb_proxy *p, const char *body)
 }
 
 /* Whether <l> is a line for the control plane: HLB_HANDOVER_LINE, HLB_HANDOVER_SEEN,
- * HLB_HANDOVER_RESOLVED, HLB_HANDOVER_RELOADS. */
+ * HLB_HANDOVER_RESOLVED, HLB_HANDOVER_RELOADS, HLB_HANDOVER_TOTALS,
+ * HLB_HANDOVER_SERVICE_TOTALS. */
 static bool handover_line(const char *l)
 {
 	return !strncmp(l, "set ", 4) || !strncmp(l, "seen ", 5) || !strncmp(l, "resolved ", 9) ||
-	       !strncmp(l, "reloads ", 8);
+	       !strncmp(l, "reloads ", 8) || !strncmp(l, "totals ", 7) ||
+	       !strncmp(l, "service-totals ", 15);
 }
 
 /* Keep the answer's "set ..." lines, what the old process's operator set at
  * run time (HLB_HANDOVER_LINE), its "resolved ..." ones, where its names
- * took their backends (HLB_HANDOVER_RESOLVED), and its reload counts
- * (HLB_HANDOVER_RELOADS), for the control plane to carry on. */
+ * took their backends (HLB_HANDOVER_RESOLVED), its reload counts
+ * (HLB_HANDOVER_RELOADS) and counters (HLB_HANDOVER_TOTALS), for the control
+ * plane to carry on. */
 static void take_handover(struct hlb_proxy *p, const char *body)
 {
 	size_t n = 0;

@@ -144,6 +144,21 @@ bool hlb_handover_weight_set(const struct hlb_handover_settings *s);
 #define HLB_HANDOVER_RELOADS "reloads ok=%" PRIu64 " failed=%" PRIu64 "\n"
 
 /*
+ * An upgrade in place alone (not GET /sockets, where the old process serves on beside the new
+ * one): with them, each backend's counters as /metrics shows them (those it carried from the
+ * process before it included), for the new process to go on from: service, backend, the index
+ * of the first value, then up to HLB_HANDOVER_TOTALS_PER_LINE values of one list whose order is
+ * the format (control/pool.c, backend_totals[]: a later version adds to its end), a line per
+ * stretch of the list not all 0. A service's are the same without a backend. A process of
+ * before ignores the lines (its filter keeps the kinds it knows); one from before sends none: 0.
+ */
+#define HLB_HANDOVER_TOTALS "totals %s %s" /* then " FIRST VALUE...\n" */
+#define HLB_HANDOVER_SERVICE_TOTALS "service-totals %s"
+/* Values a totals line holds at most: at 20 digits each, with two names of HASHLB_NAME_MAX, its
+ * widest is 731 bytes, under HLB_HANDOVER_LINE_OLD_MAX as a set line is. */
+#define HLB_HANDOVER_TOTALS_PER_LINE 10
+
+/*
  * An upgrade in place: after the HLB_HANDOVER_LINE lines, this line, and one more descriptor
  * after the listening sockets: a Unix stream socket on which the old process writes its
  * HLB_HANDOVER_LINE lines again once the new one is ready. Its checks may have

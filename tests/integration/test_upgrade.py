@@ -912,12 +912,16 @@ def health_found_while_the_new_process_starts():
             return st["c"]["health"] == "up" and st["d"]["health"] == "down"
         check(old.status()["pid"] == new_pid and old.wait(settled, 30) is not None,
               "the new process has c up and d down")
-        check(st["c"]["checks_ok"] < rise_fall and st["d"]["checks_failed"] < rise_fall,
-              f"from the old one, not after {rise_fall} checks of its own: c up after "
-              f"{st['c']['checks_ok']} passed, d down after {st['d']['checks_failed']} failed")
+        # from the old one, not after <rise_fall> checks of its own: a verdict of its own
+        # checks first would have left the old one's untaken, and this line unwritten
         check(old.wait_log(r'msg="backend up" service=t backend=c cause=old_hashlb') and
               old.wait_log(r'msg="backend down" service=t backend=d cause=old_hashlb'),
               "it says where the health came from")
+        # and the checks that found it so with it, in the counts the new process goes on
+        # from (before, those counts began at 0 here, and read as its own checks)
+        check(st["c"]["checks_ok"] >= rise_fall and st["d"]["checks_failed"] >= rise_fall,
+              f"the old one's checks counted: c up after {st['c']['checks_ok']} passed, "
+              f"d down after {st['d']['checks_failed']} failed")
     finally:
         kill(new_pid)
         if c:
@@ -1740,6 +1744,94 @@ def old_process_totals_count_its_bytes():
               f"the old process's totals count {sent} bytes sent and {received} received: {line!r}")
     finally:
         kill(new_pid)
+
+
+# The service and backend counters an upgrade in place carries: every counter and histogram
+# sample of theirs but those of the process's own work (its table builds, its ticks) and of
+# kernel steering (the kernel's maps, taken over with their counts).
+NOT_CARRIED = ("hashlb_service_rebuild", "hashlb_service_tick_visits", "hashlb_service_steer_")
+
+
+def carried_samples(lb):
+    """{(name, labels): value} of <lb>'s /metrics samples an upgrade in place carries on."""
+    from promtext import parse_prometheus
+    status, body = lb.http("GET", "/metrics")
+    check(status == 200, f"GET /metrics answers 200 ({status})")
+    return {k: v for k, v in parse_prometheus(body).items()
+            if k[0].startswith(("hashlb_service_", "hashlb_backend_")) and
+            not k[0].startswith(NOT_CARRIED) and
+            (k[0].endswith("_total") or k[0].startswith("hashlb_backend_connect_seconds_"))}
+
+
+def upgrade_carries_the_totals():
+    """A Prometheus user reads the service's counters across upgrades: increase() over a
+    window, a dashboard of totals, an alert on an absolute count. An upgrade in place carries
+    each service's and backend's totals (connections, bytes, failures, checks, ends, the
+    connect histogram) into the new process, which goes on from them, through a chain of
+    upgrades too: every sample after the upgrade is at least what it was before. A backend the
+    new config no longer has drops its series. Before, every one of them began at 0 again in
+    the new process."""
+    exe = tmppath("hashlb-carries")
+    install(HASHLB, exe)
+    dead = ("d", f"127.0.0.1:{dead_port()}")
+    text = config(BACKENDS + [dead], admin=admin_addr(), listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="carries.yaml", binary=exe)
+    pids = []
+
+    def traffic(n, start):
+        for i in range(start, start + n):
+            s = connect(LISTEN, client_ip(i))
+            check(read_line(s) in ("a", "b", "c"), "a client is served")
+            s.sendall(b"x" * 99 + b"\n")
+            check(read_line(s) == "x" * 99, "100 bytes echoed")
+            s.close()
+        # its ends counted: the connections closed on the backends' side too
+        check(wait_until(lambda: metric_sum(old, "hashlb_backend_active_connections") == 0),
+              "every connection ended")
+
+    try:
+        check(old.wait(lambda: old.backend("d")["health"] == "down") is not None,
+              "d is found down")
+        traffic(60, 0)
+        before = carried_samples(old)
+
+        def shown(samples):  # (connections, bytes sent) of the service
+            return (samples[("hashlb_service_connections_total", '{service="t"}')],
+                    sum(v for (n, _), v in samples.items()
+                        if n == "hashlb_backend_sent_bytes_total"))
+
+        conns, sent = shown(before)
+        d_failed = before[("hashlb_backend_checks_failed_total", '{service="t",backend="d"}')]
+        check(conns >= 60 and sent >= 6000 and d_failed > 0,
+              f"counted before: {conns} connections, {sent} bytes sent, d failed {d_failed} checks")
+        old.rewrite(config(BACKENDS, admin=old.admin, listen=f"{LISTEN[0]}:{LISTEN[1]}"))
+        for k in (1, 2):
+            if k == 1:
+                old.proc.send_signal(signal.SIGUSR2)
+            else:
+                traffic(20, 60)
+                before = carried_samples(old)
+                conns, sent = shown(before)
+                os.kill(pids[-1], signal.SIGUSR2)
+            pids.append(handed_over(old, k))
+            check(pids[-1], f"upgrade {k} handed over")
+            after = carried_samples(old)
+            lower = [(key, v, after.get(key)) for key, v in before.items()
+                     if 'backend="d"' not in key[1] and after.get(key, -1) < v]
+            check(not lower, f"upgrade {k}: no total went back ({len(lower)} did: {lower[:5]})")
+            check(not [key for key in after if 'backend="d"' in key[1]],
+                  f"upgrade {k}: d, out of the new config, has no series")
+            st = old.service()
+            check(st["connections"]["total"] >= conns and
+                  sum(b["bytes_in"] for b in st["backends"]) >= sent,
+                  f"upgrade {k}: /status goes on from them too: {st['connections']}")
+            rc, so, se = old.ctl("status")
+            m = re.search(r"connections: \d+ active, (\d+) total", so)
+            check(rc == 0 and m and int(m.group(1)) >= conns,
+                  f"upgrade {k}: and ctl status: {m and m.group(0)}")
+        check(exit_status(old.proc, 30) == 0, "the first process drained and exited 0")
+    finally:
+        kill(*pids)
 
 
 def removed_service_drains_on_in_the_old_process():
@@ -2870,6 +2962,7 @@ run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_w
            close_does_not_stall_the_new_process, close_held_at_a_handover_says_what_it_did,
            close_reaches_two_processes_back,
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
+           upgrade_carries_the_totals,
            removed_service_drains_on_in_the_old_process,
            set_after_a_side_by_side_takeover_is_not_lost, another_instance_keeps_its_admin_address,
            unix_admin_comes_back_when_the_new_one_stops,

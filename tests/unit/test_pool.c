@@ -28,6 +28,7 @@
 #include "control/loop.h"
 #include "control/pool.h"
 #include "hashlb/steer.h"
+#include "runtime/fdpass.h"
 
 #define N_HASHES 20000
 
@@ -1909,6 +1910,142 @@ static void test_handover_carries_flap_damping(void **state)
 	backend_fail(b);
 	assert_true(b->health.suppressed);
 	fixture_teardown(&f);
+	free(o.p);
+}
+
+/*
+ * An upgrade in place hands the service's and each backend's counters over (traffic, checks,
+ * flaps, ends, the connect histogram), and the new process shows them added to its own, so a
+ * Prometheus counter never goes back at an upgrade: a backend of the same name takes them, one
+ * not in the new config drops them, a gauge is not carried. The resync's, sent later, can only
+ * raise them; values a later version lists past this one's are passed over. Before, every
+ * counter began at 0 again in the new process.
+ */
+static void test_handover_carries_totals(void **state)
+{
+	struct fixture old, f;
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+	struct hlb_pool_totals t;
+	struct hlb_service_counters sc;
+
+	(void)state;
+	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 3, 0, checks_on);
+	b = hlb_pool_backend_find(old.svc, "b1");
+	atomic_store(&b->rt->wstats[0].established, 5);
+	atomic_store(&b->rt->wstats[1].established, 2);
+	atomic_store(&b->rt->wstats[1].bytes_out, 4000);
+	atomic_store(&b->rt->wstats[0].connect_hist[HLB_CONNECT_BUCKETS], 3);
+	atomic_store(&b->rt->active, 4); /* a gauge: not carried */
+	b->checks_ok = 9;
+	b->health.flaps = 2;
+	atomic_store(&old.svc->rt->wstats[1].total, 7);
+	hlb_pool_handover_totals(old.pool, &o);
+	assert_non_null(o.p);
+	/* b0 and b2 counted nothing: no line */
+	assert_null(strstr(o.p, " b0 "));
+	assert_null(strstr(o.p, " b2 "));
+	fixture_teardown(&old);
+
+	b = taker(&f, o.p);
+	hlb_pool_backend_totals(b, &t);
+	assert_int_equal(t.c.total, 7);
+	assert_int_equal(t.c.bytes_out, 4000);
+	assert_int_equal(t.c.connect_hist[HLB_CONNECT_BUCKETS], 3);
+	assert_int_equal(t.c.active, 0);
+	assert_int_equal(t.checks_ok, 9);
+	assert_int_equal(t.flaps, 2);
+	/* added to what this process counts, not to the counters health reads */
+	atomic_store(&b->rt->wstats[0].established, 1);
+	hlb_pool_backend_totals(b, &t);
+	assert_int_equal(t.c.total, 8);
+	assert_int_equal(b->health.flaps, 0);
+	assert_null(hlb_pool_backend_find(f.svc, "b0")->carried);
+	hlb_pool_service_totals(f.svc, &sc);
+	assert_int_equal(sc.total, 7);
+	assert_int_equal(sc.active, 0);
+
+	/* the resync's: higher values raise them, lower ones (and a backend or a service not
+	 * here, a later version's values past this one's) change nothing */
+	assert_int_equal(hlb_pool_carry_totals(f.pool, "totals web b1 0 9 3000 3000\n"
+						       "totals web b1 40 6 77 88\n"
+						       "totals web b9 0 100\n"
+						       "service-totals gone 0 100\n"
+						       "service-totals web 1 8 2\n"),
+			 2);
+	hlb_pool_backend_totals(b, &t);
+	assert_int_equal(t.c.total, 10);
+	assert_int_equal(t.c.bytes_in, 3000);
+	assert_int_equal(t.c.bytes_out, 4000);
+	assert_int_equal(t.c.connect_hist[HLB_CONNECT_BUCKETS], 6);
+	hlb_pool_service_totals(f.svc, &sc);
+	assert_int_equal(sc.total, 8);
+	assert_int_equal(sc.rejected, 2);
+	fixture_teardown(&f);
+	free(o.p);
+}
+
+/* Two names of HASHLB_NAME_MAX bytes, for the widest handover lines. */
+static void names_widest(struct hashlb_config *c)
+{
+	char *name = malloc(HASHLB_NAME_MAX + 1);
+
+	memset(name, 'n', HASHLB_NAME_MAX);
+	name[HASHLB_NAME_MAX] = '\0';
+	free(c->services[0].name);
+	c->services[0].name = name;
+	free(c->services[0].backends[0].name);
+	c->services[0].backends[0].name = strdup(name);
+}
+
+/*
+ * The totals lines at their widest (two names of HASHLB_NAME_MAX bytes, every value of 20
+ * digits) stay under the bound from which a hashlb of before passes a line over whole, or
+ * reads it cut (HLB_HANDOVER_LINE_OLD_MAX), as the set lines do: an upgrade in place back to
+ * one reads its own lines and passes these over. And the new process reads each back whole.
+ */
+static void test_handover_totals_widest_lines(void **state)
+{
+	struct fixture old, f;
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+	struct hlb_pool_totals t;
+	struct hlb_service_counters sc;
+	char name[HASHLB_NAME_MAX + 1];
+	unsigned lines = 0;
+	size_t widest = 0;
+
+	(void)state;
+	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 1, 0, names_widest);
+	b = old.svc->backends[0];
+	b->carried = malloc(sizeof(*b->carried));
+	assert_non_null(b->carried);
+	memset(b->carried, 0xff, sizeof(*b->carried)); /* every total UINT64_MAX */
+	memset(&old.svc->carried, 0xff, sizeof(old.svc->carried));
+	hlb_pool_handover_totals(old.pool, &o);
+	assert_non_null(o.p);
+	for (const char *l = o.p; *l; l = strchr(l, '\n') + 1) {
+		size_t len = strcspn(l, "\n");
+
+		widest = len > widest ? len : widest;
+		lines++;
+	}
+	print_message("    the widest totals line: %zu bytes, its newline left out\n", widest);
+	assert_true(widest < HLB_HANDOVER_LINE_OLD_MAX);
+	assert_int_equal(lines, 7); /* the service's 12 values, the backend's 41 */
+
+	memset(name, 'n', HASHLB_NAME_MAX);
+	name[HASHLB_NAME_MAX] = '\0';
+	fixture_setup_readers(&f, HASHLB_SCHEME_RING, 1, 0, names_widest);
+	assert_int_equal(hlb_pool_carry_totals(f.pool, o.p), 2);
+	hlb_pool_backend_totals(hlb_pool_backend_find(f.svc, name), &t);
+	assert_true(t.c.total == UINT64_MAX &&
+		    t.c.connect_hist[HLB_CONNECT_BUCKETS] == UINT64_MAX &&
+		    t.passive_holds == UINT64_MAX);
+	hlb_pool_service_totals(f.svc, &sc);
+	assert_true(sc.lookups == UINT64_MAX && sc.rate_pauses == UINT64_MAX);
+	fixture_teardown(&f);
+	fixture_teardown(&old);
 	free(o.p);
 }
 
@@ -4041,6 +4178,8 @@ int main(void)
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
 		cmocka_unit_test(test_handover_of_many_backends),
 		cmocka_unit_test(test_handover_carries_flap_damping),
+		cmocka_unit_test(test_handover_carries_totals),
+		cmocka_unit_test(test_handover_totals_widest_lines),
 		cmocka_unit_test(test_handover_carries_up_only_assumed),
 		cmocka_unit_test(test_handover_seen_up_is_of_the_backends_the_old_one_had),
 		cmocka_unit_test(test_handover_health_is_of_the_address),
