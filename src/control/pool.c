@@ -42,6 +42,9 @@ struct retired {
 	struct hlb_backend **bes;
 	uint32_t n_bes;
 	uint64_t gone_in, gone_out;
+	/* the counters an upgrade in place carried to it, which a reload adding it back takes
+	 * back with <rt>'s: without them its series would go back by as much */
+	struct hlb_service_counters carried;
 	/* its timeouts.drain ends: until then a reload adding it back takes its backends back,
 	 * their bytes with them, so its totals wait for it (pool_reap_retired()) */
 	uint64_t deadline_ms;
@@ -1457,6 +1460,7 @@ static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s, struct r
 	for (uint32_t j = 0; j < hlb_pool_service_series(s); j++)
 		r->bes[r->n_bes++] = hlb_backend_ref(hlb_pool_service_series_at(s, j)->rt);
 	r->rt = hlb_service_ref(s->rt);
+	r->carried = s->carried;
 	p->retired[p->n_retired++] = *r;
 	*r = (struct retired){ 0 };
 }
@@ -1598,6 +1602,7 @@ static void retired_taken_back(struct hlb_pool *p, struct hlb_pool_service *s)
 		}
 		s->gone.bytes_in += r->gone_in;
 		s->gone.bytes_out += r->gone_out;
+		s->carried = r->carried;
 		r->n_bes = 0;
 		/* no longer removed since its snapshot was published (hlb_pool_apply()) */
 		retired_free(r); /* its reference to <rt>: <s> holds its own */

@@ -976,6 +976,37 @@ static void test_added_back_service_is_not_removed_when_its_snapshot_is_publishe
 }
 
 /*
+ * The counters an upgrade in place carried to web and its backends go on when a reload removes
+ * web and the next adds it back within its drain timeout, as its own do (it is the service
+ * removed, taken back). Without them its series would go back by as much.
+ */
+static void test_added_back_service_keeps_its_carried_totals(void **state)
+{
+	struct hlb_service_counters sc;
+	struct hlb_pool_totals t;
+	struct hlb_service *web;
+	struct fixture f;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	assert_int_equal(hlb_pool_carry_totals(f.pool, "service-totals web 0 100\n"
+						       "totals web b1 0 50\n"),
+			 2);
+	web = hlb_service_ref(f.svc->rt); /* as a connection of web holds it */
+	fixture_reload(&f, config_api());
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4));
+	assert_ptr_equal(hlb_pool_service_find(f.pool, "web")->rt, web);
+	hlb_pool_service_totals(hlb_pool_service_find(f.pool, "web"), &sc);
+	assert_int_equal(sc.lookups, 100);
+	hlb_pool_backend_totals(hlb_pool_backend_find(hlb_pool_service_find(f.pool, "web"), "b1"),
+				&t);
+	assert_int_equal(t.c.total, 50);
+	hlb_pool_flush(f.pool);
+	fixture_teardown(&f);
+	hlb_service_unref(web);
+}
+
+/*
  * web removed, then added back without b3, whose connection still drains: b3 drains as a
  * removed backend of web's (its series in /metrics, not among those drained in /status),
  * and web's bytes count it once, through a second removal and a second add-back that takes
@@ -4179,6 +4210,7 @@ int main(void)
 		cmocka_unit_test(test_handover_of_many_backends),
 		cmocka_unit_test(test_handover_carries_flap_damping),
 		cmocka_unit_test(test_handover_carries_totals),
+		cmocka_unit_test(test_added_back_service_keeps_its_carried_totals),
 		cmocka_unit_test(test_handover_totals_widest_lines),
 		cmocka_unit_test(test_handover_carries_up_only_assumed),
 		cmocka_unit_test(test_handover_seen_up_is_of_the_backends_the_old_one_had),
