@@ -40,6 +40,7 @@
 
 #include "hashlb/steer.h"
 #include "steer.skel.h"
+#include "bregions.h"
 #include "xdp_hook.h"
 
 #define TC_HANDLE 0x4c42 /* "LB" */
@@ -298,13 +299,7 @@ static uint32_t max_u32(uint32_t a, uint32_t b)
 /* Table <t>'s backend slot <i>: its index in hlb_bslots, which conntrack entries name. */
 static uint32_t bslot(const struct hashlb_steer *s, uint32_t t, uint32_t i)
 {
-	for (uint32_t k = 0; k < s->n_bregions; k++) {
-		const struct hlb_steer_bregion *r = &s->bregions[k];
-
-		if (t >= r->t_first && t < r->t_end && i >= r->lo && i < r->hi)
-			return r->base + (t - r->t_first) * (r->hi - r->lo) + (i - r->lo);
-	}
-	return t * s->backends_cap + i;
+	return bregions_slot(s->bregions, s->n_bregions, s->backends_cap, t, i);
 }
 
 /* <s>'s layout of hlb_bslots into <to>, a handle of the same program. */
@@ -1238,39 +1233,27 @@ static int prog_rodata(const struct hashlb_steer *s, const char *name, void *ret
 /*
  * A found program's layout of hlb_bslots (named HLB_STEER_BSLOTS_REGIONS_NAME: laid out in
  * regions, struct hlb_steer_bregion) into <s>, from its read-only data, <bslots> its
- * hlb_bslots' entries: -EPROTO, <why> filled, if it cannot be read or a region is out of its
- * tables, its capacity or the map. 0 or -errno.
+ * hlb_bslots' entries: -EPROTO, <why> filled, if it cannot be read or does not put every slot
+ * of its tables at an index of its own below theirs (bregions_check()). 0 or -errno.
  */
 static int bregions_read(struct hashlb_steer *s, uint32_t bslots, char *why, size_t n)
 {
 	struct hlb_steer_bregion r[HLB_STEER_BREGIONS_MAX];
 	int ret = prog_rodata(s, "bslot_regions", r, sizeof(r));
-	uint64_t covered = 0;
+	uint32_t k = 0;
 
 	if (ret < 0) {
 		snprintf(why, n, "has map '%s' but its layout cannot be read: %s",
 			 HLB_STEER_BSLOTS_REGIONS_NAME, strerror(-ret));
 		return -EPROTO;
 	}
-	s->n_bregions = 0;
-	for (uint32_t k = 0; k < HLB_STEER_BREGIONS_MAX && r[k].hi > r[k].lo; k++) {
-		if (r[k].t_first >= r[k].t_end || r[k].t_end > s->tables ||
-		    r[k].hi > s->backends_cap ||
-		    r[k].base + (uint64_t)(r[k].t_end - r[k].t_first) * (r[k].hi - r[k].lo) >
-			    bslots) {
-			snprintf(why, n,
-				 "has a backend slot region (%u) out of its %u tables of %u", k,
-				 s->tables, s->backends_cap);
-			return -EPROTO;
-		}
-		s->bregions[s->n_bregions++] = r[k];
-		covered += (uint64_t)(r[k].t_end - r[k].t_first) * (r[k].hi - r[k].lo);
-	}
-	if (covered != (uint64_t)s->tables * s->backends_cap) {
-		snprintf(why, n, "has backend slot regions of %llu slots, not its %u tables of %u",
-			 (unsigned long long)covered, s->tables, s->backends_cap);
-		return -EPROTO;
-	}
+	while (k < HLB_STEER_BREGIONS_MAX && r[k].hi > r[k].lo)
+		k++;
+	ret = bregions_check(r, k, s->tables, s->backends_cap, bslots, why, n);
+	if (ret < 0)
+		return ret;
+	memcpy(s->bregions, r, k * sizeof(r[0]));
+	s->n_bregions = k;
 	return 0;
 }
 
@@ -2902,43 +2885,19 @@ static int prog_replace(struct hashlb_steer *s, struct hashlb_steer *g)
 	return 0; /* loaded only */
 }
 
-/* A region of tables [<t_first>, <t_end>)'s slots [<lo>, <hi>) that is laid out as
- * t * <cap> + i (a plain layout's). */
-static bool bregion_plain(const struct hlb_steer_bregion *r, uint32_t cap)
-{
-	return (r->lo == 0 && r->hi == cap && r->base == r->t_first * cap) ||
-	       (r->t_end - r->t_first == 1 && r->base == r->t_first * cap + r->lo);
-}
-
 /*
- * <g>'s layout of hlb_bslots, <s>'s grown to <g>'s tables and backends_cap: every slot of
- * <s> where it is (its conntrack entries name it), each table's new slots in a region after
- * them, then the new tables'. Before, the slots were re-strided to t * backends_cap, which
- * moved every table's but the first, so a program of several tables could not grow its
- * backends. One that stays t * backends_cap (one table, or no more backends) has none, and
- * an older hashlb can still drive it. 0, or -E2BIG with <err>: grown too many times.
+ * <g>'s layout of hlb_bslots, <s>'s grown to <g>'s tables and backends_cap (bregions_grow():
+ * every slot of <s> where its conntrack entries name it). Before, the slots were re-strided
+ * to t * backends_cap, which moved every table's but the first, so a program of several
+ * tables could not grow its backends. 0, or -E2BIG with <err>: grown too many times.
  */
 static int bregions_grown(const struct hashlb_steer *s, struct hashlb_steer *g,
 			  struct hashlb_error *err)
 {
-	struct hlb_steer_bregion r[HLB_STEER_BREGIONS_MAX + 3];
-	uint32_t n = s->n_bregions, at = s->tables * s->backends_cap;
-	bool plain = true;
+	struct hlb_steer_bregion r[BREGIONS_GROWN_MAX];
+	uint32_t n = bregions_grow(s->bregions, s->n_bregions, s->tables, s->backends_cap,
+				   g->tables, g->backends_cap, r);
 
-	memcpy(r, s->bregions, n * sizeof(r[0]));
-	if (n == 0)
-		r[n++] = (struct hlb_steer_bregion){ 0, 0, s->tables, 0, s->backends_cap };
-	if (g->backends_cap > s->backends_cap) {
-		r[n++] = (struct hlb_steer_bregion){ at, 0, s->tables, s->backends_cap,
-						     g->backends_cap };
-		at += s->tables * (g->backends_cap - s->backends_cap);
-	}
-	if (g->tables > s->tables)
-		r[n++] = (struct hlb_steer_bregion){ at, s->tables, g->tables, 0, g->backends_cap };
-	for (uint32_t k = 0; k < n; k++)
-		plain &= bregion_plain(&r[k], g->backends_cap);
-	if (plain)
-		n = 0;
 	if (n > HLB_STEER_BREGIONS_MAX)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
 				  "the program's backend slots grew too many times (%u regions, "

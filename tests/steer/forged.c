@@ -9,8 +9,11 @@
  * arrays of HASHLB_STEER_TABLES_MAX), hlb_tstats of 32-byte values (read into 16 a CPU),
  * hlb_tstats2 of values shorter than its struct, hlb_tstats2 of fewer entries than
  * tables, hlb_tnames of names of another size (before, taken for none) or of fewer entries
- * than tables (before, found, its table 1 then unnamed: E2BIG). The program sized as
- * this hashlb sizes it is found.
+ * than tables (before, found, its table 1 then unnamed: E2BIG), hlb_bslots laid out in
+ * regions (a growth's, hlb_bslots_r) two of which are at one index, or one past its tables'
+ * slots in a larger map (before, found: a table's publication then wrote another's slot).
+ * The program sized as this hashlb sizes it, and one of regions that lay out its slots, is
+ * found.
  */
 #include <inttypes.h>
 #include <net/if.h>
@@ -32,6 +35,15 @@ struct forged {
 	uint32_t tables, tstats_size, tstats2_size, tstats2_entries;
 	const char *want[3]; /* in the error; none: found */
 	uint32_t tnames_size, tnames_entries; /* 0: as built, <tables> */
+};
+
+/* A program of two tables of one backend whose hlb_bslots is laid out in regions (named
+ * hlb_bslots_r, of <bslots> entries), <r> in its bslot_regions. */
+struct laid_out {
+	const char *what;
+	struct hlb_steer_bregion r[2];
+	uint32_t bslots;
+	const char *want; /* in the error; none: found */
 };
 
 static void set_entries(struct bpf_object *obj, const char *map, uint32_t n)
@@ -102,7 +114,27 @@ static void check_read(struct bpf_object *obj, struct hashlb_steer *s, uint32_t 
 	      (uint64_t)st[1].drops[HLB_STEER_DROP_NO_BACKEND], (uint64_t)st[0].new_flows);
 }
 
-static void check(const char *obj_path, int ifindex, const struct forged *f)
+/* <obj>'s hlb_bslots laid out in <l>'s regions, as a growth lays it out (hlb_bslots_r). */
+static void regions_forge(struct bpf_object *obj, const struct laid_out *l)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, "hlb_bslots");
+	struct hlb_steer_bregion r[HLB_STEER_BREGIONS_MAX] = { 0 };
+	int fd = m ? bpf_map_create(BPF_MAP_TYPE_ARRAY, HLB_STEER_BSLOTS_REGIONS_NAME,
+				    bpf_map__key_size(m), bpf_map__value_size(m), l->bslots, NULL)
+		   : -1;
+
+	if (fd < 0 || bpf_map__reuse_fd(m, fd) < 0) {
+		perror("creating map " HLB_STEER_BSLOTS_REGIONS_NAME);
+		exit(1);
+	}
+	close(fd);
+	memcpy(r, l->r, sizeof(l->r));
+	test_set_rodata(obj, "bslot_regions", r, sizeof(r));
+}
+
+/* <f>'s program (<l>'s regions, if any) attached on <ifindex>: found, or refused as <f> wants. */
+static void check(const char *obj_path, int ifindex, const struct forged *f,
+		  const struct laid_out *l)
 {
 	struct bpf_object *obj = bpf_object__open_file(obj_path, NULL);
 	struct hashlb_error err = { 0 };
@@ -128,6 +160,8 @@ static void check(const char *obj_path, int ifindex, const struct forged *f)
 		set_value_size(obj, "hlb_tstats2", f->tstats2_size);
 	if (f->tnames_size)
 		set_value_size(obj, "hlb_tnames", f->tnames_size);
+	if (l)
+		regions_forge(obj, l);
 	if (bpf_object__load(obj) < 0) {
 		fprintf(stderr, "%s: loading %s failed\n", f->what, obj_path);
 		exit(1);
@@ -247,6 +281,22 @@ int main(int argc, char **argv)
 		  0,
 		  1 },
 	};
+	const struct laid_out laid[] = {
+		/* a growth's layout: table 1's slot after table 0's */
+		{ "backend slot regions", { { 0, 0, 1, 0, 1 }, { 1, 1, 2, 0, 1 } }, 2, NULL },
+		/* both tables' slot at index 0: one table's publication would take the other's
+		 * flows (before: found) */
+		{ "backend slot regions over each other",
+		  { { 0, 0, 1, 0, 1 }, { 0, 1, 2, 0, 1 } },
+		  2,
+		  "backend slot region (1) out of its 2 tables of 1, or over another" },
+		/* table 1's slot at index 3 of a map of 4, past the tables' 2 (before: found, and
+		 * an incarnation wrap's scan wrote past its array of 2) */
+		{ "a backend slot region past the tables' slots",
+		  { { 0, 0, 1, 0, 1 }, { 3, 1, 2, 0, 1 } },
+		  4,
+		  "backend slot region (1) out of its 2 tables of 1" },
+	};
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: steer-forged STEER.bpf.o\n");
@@ -256,8 +306,14 @@ int main(int argc, char **argv)
 	snprintf(many, sizeof(many), "more than the %u a program holds", HASHLB_STEER_TABLES_MAX);
 	test_netns_veth(IFACE, "hlbforge1");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		check(argv[1], (int)if_nametoindex(IFACE), &cases[i]);
-	printf("forged: a program of more tables than a hashlb's, or of per-table counters or "
-	       "names of other sizes, refused with the map named\n");
+		check(argv[1], (int)if_nametoindex(IFACE), &cases[i], NULL);
+	for (size_t i = 0; i < sizeof(laid) / sizeof(laid[0]); i++) {
+		const struct forged f = { laid[i].what, 2, 0, 0, 0, { laid[i].want }, 0, 0 };
+
+		check(argv[1], (int)if_nametoindex(IFACE), &f, &laid[i]);
+	}
+	printf("forged: a program of more tables than a hashlb's, of per-table counters or "
+	       "names of other sizes, or of backend slot regions over each other, refused with "
+	       "the map named\n");
 	return test_failures ? 1 : 0;
 }

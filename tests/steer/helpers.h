@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
@@ -265,6 +267,32 @@ static inline int test_run(int fd, const void *in, size_t len, void *out, uint32
 	if (ret_out_len)
 		*ret_out_len = o.data_size_out;
 	return (int)o.retval;
+}
+
+/* Set the program's constant <name> (<size> bytes of .rodata) before its load. */
+static inline void test_set_rodata(struct bpf_object *obj, const char *name, const void *value,
+				   size_t size)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, ".rodata");
+	struct btf *btf = bpf_object__btf(obj);
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *sec;
+	size_t have = 0;
+	char *data = map ? (char *)bpf_map__initial_value(map, &have) : NULL;
+	int id = btf ? btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC) : -1;
+
+	sec = id > 0 ? btf__type_by_id(btf, (uint32_t)id) : NULL;
+	for (unsigned i = 0; data && sec && i < btf_vlen(sec); i++) {
+		vs = btf_var_secinfos(sec) + i;
+		if (strcmp(btf__name_by_offset(btf, btf__type_by_id(btf, vs->type)->name_off),
+			   name) == 0 &&
+		    vs->size == size && vs->offset + size <= have) {
+			memcpy(data + vs->offset, value, size);
+			return;
+		}
+	}
+	fprintf(stderr, "no constant %s of %zu bytes in the program\n", name, size);
+	exit(1);
 }
 
 /*

@@ -45,31 +45,6 @@ static bool found_reads_ext(void)
 	return reads;
 }
 
-/* Set the program's constant <name> (a __u32 in .rodata) before its load. */
-static void set_rodata(struct bpf_object *obj, const char *name, uint32_t value)
-{
-	struct bpf_map *map = bpf_object__find_map_by_name(obj, ".rodata");
-	struct btf *btf = bpf_object__btf(obj);
-	const struct btf_var_secinfo *vs;
-	const struct btf_type *sec;
-	size_t size = 0;
-	char *data = map ? (char *)bpf_map__initial_value(map, &size) : NULL;
-	int id = btf ? btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC) : -1;
-
-	sec = id > 0 ? btf__type_by_id(btf, (uint32_t)id) : NULL;
-	for (unsigned i = 0; data && sec && i < btf_vlen(sec); i++) {
-		vs = btf_var_secinfos(sec) + i;
-		if (strcmp(btf__name_by_offset(btf, btf__type_by_id(btf, vs->type)->name_off),
-			   name) == 0 &&
-		    vs->offset + sizeof(value) <= size) {
-			memcpy(data + vs->offset, &value, sizeof(value));
-			return;
-		}
-	}
-	fprintf(stderr, "no constant %s in the older program\n", name);
-	exit(1);
-}
-
 /* Publish <t> (seed 1) into the program on IFACE as found, and send new
  * flows through <prog_fd>: each must go where <t> says. */
 static void publish_found(const struct hashlb_table *t, int prog_fd)
@@ -120,8 +95,8 @@ int main(int argc, char **argv)
 		bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "hlb_backends"), 4);
 		bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "hlb_bslots"), 2);
 		bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "hlb_slots"), 2 * nv);
-		set_rodata(obj, "backends_cap", 2);
-		set_rodata(obj, "slots_cap", nv);
+		test_set_rodata(obj, "backends_cap", &(uint32_t){ 2 }, sizeof(uint32_t));
+		test_set_rodata(obj, "slots_cap", &nv, sizeof(nv));
 	}
 	if (!obj || bpf_object__load(obj) < 0) {
 		fprintf(stderr, "loading %s failed\n", argv[1]);
