@@ -571,6 +571,45 @@ static uint64_t resched(struct hashlb_steer *s)
 }
 
 /*
+ * In <sa>'s program grown from 2 tables of 4 backends to 8 (widened()), A's slot 4 (a5's, at
+ * index 8, the appended region's first; laid out as t * 8 + i it is B's b1's index 4) changes
+ * hands (a5 replaced by a9) as its incarnation wraps (255 to 1: fast-forwarded, as steer-ct's
+ * incarnation_wrap does, not 255 publications): the scan that clears the entries of that half
+ * of the range (ct_clear_incarnations()) clears index 8's, none of B's, whose <held_b> flows
+ * (b1's kept by their entries alone, b1 draining, incarnation 1) stay on their backends. How
+ * many were on b1.
+ */
+static uint32_t widened_wrap(struct hashlb_steer *sa, const int *held_b)
+{
+	static const char *const names_a9[] = { "a1", "a2", "a3", "a4", "a9", "a6", "a7", "a8" };
+	static const bool down[] = { true, false, false, false, false, false, false, false };
+	struct hashlb_table *ta9 = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a9, 8, down);
+	int bslots = test_map_of(fd, "hlb_bslots_r");
+	struct hlb_steer_backend be = { 0 };
+	uint32_t at = 0, on_b1 = 0;
+
+	for (uint32_t i = 0; i < FLOWS; i++)
+		on_b1 += held_b[i] == B_MAC;
+	CHECK(on_b1 > 0, "widened: none of B's flows on b1: the wrap proves little");
+	for (; bslots >= 0 && bpf_map_lookup_elem(bslots, &at, &be) == 0; at++)
+		if (be.id == hashlb_steer_backend_id("a5"))
+			break;
+	CHECK(at == 8, "widened: a5's slot at index %u, not 8 (the appended region's first)", at);
+	be.incarnation = 255;
+	CHECK(bslots >= 0 && bpf_map_update_elem(bslots, &at, &be, BPF_ANY) == 0,
+	      "widened: a5's incarnation not fast-forwarded");
+	publish_keep(sa, ta9, 0);
+	CHECK(bpf_map_lookup_elem(bslots, &at, &be) == 0 &&
+		      be.id == hashlb_steer_backend_id("a9") && be.incarnation == 1,
+	      "widened: index 8 holds not a9 at incarnation 1 (%u)", be.incarnation);
+	still_held(vips_b, 30000, held_b, "widened: B's flow across A's slot 4 wrapping");
+	if (bslots >= 0)
+		close(bslots);
+	hashlb_table_free(ta9);
+	return on_b1;
+}
+
+/*
  * A program of two tables of 4 backends each grown to 8 a table (hashlb_steer_grow(): a reload
  * or a weight set whose table outgrows them). A's and B's flows established before go on to
  * their backends, a1's and b1's (out of their tables, draining) by their conntrack entries
@@ -675,6 +714,13 @@ static void widened(bool found)
 	printf("%s: 2 tables of 4 backends to 8: %u flows kept (%d on a1, b1, draining), new "
 	       "flows by tables of 8 and 6 (%u and %u of %u on new backends), none rescheduled\n",
 	       how, 2 * FLOWS, on_1, new_a, new_b, FLOWS);
+	if (!found) {
+		uint32_t on_b1 = widened_wrap(sa, held_b);
+
+		printf("%s: A's slot in the appended region wrapping its incarnation: B's %u flows "
+		       "kept (%u on b1, draining)\n",
+		       how, FLOWS, on_b1);
+	}
 	if (pb != sb)
 		hashlb_steer_free(pb);
 	hashlb_steer_free(sb);
