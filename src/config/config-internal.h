@@ -30,4 +30,13 @@ const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 int hlb_duplicate_backend(const struct hashlb_service_cfg *s, uint32_t *ret_dup,
 			  uint32_t *ret_first);
 
+/*
+ * Whether the services of <c> forward to one another in a ring (a backend at
+ * another's listen address, and a path back): 1 with the backend that
+ * closes it in *ret_s and *ret_b (indexes) and <msg> saying it, 0 if none,
+ * -ENOMEM. A backend at its own service is hlb_backend_addr_problem()'s.
+ */
+int hlb_services_loop(const struct hashlb_config *c, uint32_t *ret_s, uint32_t *ret_b, char *msg,
+		      size_t len);
+
 #endif

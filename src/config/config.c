@@ -2900,6 +2900,114 @@ static int service_index_add(struct service_index *x, const struct hashlb_servic
 	return 0;
 }
 
+/* The service of <x> that backend <b> (resolved) is, as addr_loops() tells it, or NULL. */
+static const struct hashlb_service_cfg *backend_service(const struct service_index *x,
+							const struct hashlb_backend_cfg *b)
+{
+	struct sockaddr_storage a;
+	const struct hashlb_service_cfg *o;
+
+	if (!b->addr_len)
+		return NULL;
+	a = addr_canon(&b->addr);
+	o = listen_clash_first(x, &a);
+	return o && addr_loops(&o->listen_addr, &b->addr) ? o : NULL;
+}
+
+/*
+ * Whether the services of <c> (indexed in <x>) forward to one another in a
+ * ring: a backend at another service's listen address takes its clients
+ * there, and a path back to the first makes every connection open the
+ * next, until the fd limit (one client filled the connection cap, 9,921
+ * connections, and every service of the process stopped accepting). A
+ * backend at its own service is hlb_backend_addr_problem()'s. 1 with the
+ * backend that closes the ring in *ret_s and *ret_b and <msg> saying it,
+ * 0 if there is none, -ENOMEM. A walk with a stack of its own: 100,000
+ * services in a chain would overflow the thread's.
+ */
+static int services_loop(const struct hashlb_config *c, const struct service_index *x,
+			 uint32_t *ret_s, uint32_t *ret_b, char *msg, size_t len)
+{
+	enum { NEW, ON_PATH, DONE };
+	uint8_t *mark = calloc(c->n_services ? c->n_services : 1, 1);
+	uint32_t *path = calloc(c->n_services ? c->n_services : 1, sizeof(*path));
+	uint32_t *next = calloc(c->n_services ? c->n_services : 1, sizeof(*next));
+	int ret = 0;
+
+	if (!mark || !path || !next) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t root = 0; root < c->n_services && !ret; root++) {
+		uint32_t depth = 0;
+
+		if (mark[root] != NEW)
+			continue;
+		path[depth++] = root;
+		mark[root] = ON_PATH;
+		while (depth && !ret) {
+			uint32_t i = path[depth - 1];
+			const struct hashlb_service_cfg *s = &c->services[i];
+			const struct hashlb_service_cfg *o = NULL;
+			uint32_t j;
+
+			while (next[i] < s->n_backends && !o)
+				o = backend_service(x, &s->backends[next[i]++]);
+			if (!o) {
+				mark[i] = DONE;
+				depth--;
+				continue;
+			}
+			j = (uint32_t)(o - c->services);
+			if (mark[j] == NEW) {
+				mark[j] = ON_PATH;
+				path[depth++] = j;
+			} else if (mark[j] == ON_PATH && j != i) {
+				const struct hashlb_backend_cfg *b = &s->backends[next[i] - 1];
+				uint32_t from = depth - 1;
+				size_t n;
+
+				while (path[from] != j)
+					from--;
+				n = (size_t)snprintf(
+					msg, len,
+					"backend '%s' at %s is service '%s' (listen %s), "
+					"which forwards back to service '%s': connections "
+					"would loop (",
+					b->name, b->address, o->name, o->listen, s->name);
+				for (uint32_t k = from; k < depth && n < len; k++)
+					n += (size_t)snprintf(msg + n, len - n, "%s -> ",
+							      c->services[path[k]].name);
+				if (n < len)
+					snprintf(msg + n, len - n, "%s)", o->name);
+				*ret_s = i;
+				*ret_b = next[i] - 1;
+				ret = 1;
+			}
+		}
+	}
+out:
+	free(mark);
+	free(path);
+	free(next);
+	return ret;
+}
+
+int hlb_services_loop(const struct hashlb_config *c, uint32_t *ret_s, uint32_t *ret_b, char *msg,
+		      size_t len)
+{
+	struct service_index x = { 0 };
+	int r = 0;
+
+	for (uint32_t i = 0; i < c->n_services && r == 0; i++)
+		r = service_index_add(&x, &c->services[i]);
+	if (r == 0)
+		r = services_loop(c, &x, ret_s, ret_b, msg, len);
+	keymap_free(&x.names);
+	keymap_free(&x.listens);
+	return r;
+}
+
 static int load_services(struct loader *ld, const struct ynode *root, const struct ynode *services,
 			 struct hashlb_config *c);
 
@@ -3134,6 +3242,19 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 			r = nomem(ld);
 	}
 	ld->via = NULL;
+	if (r == 0) {
+		char msg[2 * HASHLB_NAME_MAX + 512];
+		uint32_t si, bi;
+
+		r = services_loop(c, &x, &si, &bi, msg, sizeof(msg));
+		if (r < 0)
+			r = nomem(ld);
+		else if (r > 0)
+			r = fail(ld,
+				 map_get(map_get(services->items[si], "backends")->items[bi],
+					 "address"),
+				 "%s", msg);
+	}
 	keymap_free(&x.names);
 	keymap_free(&x.listens);
 	return r;

@@ -1192,6 +1192,22 @@ uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_add
  * <keep> too, _finish_keep(): a name that failed keeps what <last> has for
  * it (its first failure into <failed>).
  */
+/*
+ * -EINVAL if the names' answers make services of <c> forward to one another in a
+ * ring (hlb_services_loop()), at the address of the backend that closes it, as
+ * a name resolved to its own service's address is refused (address_refused()).
+ */
+static int loop_again(struct hashlb_config *c, struct hashlb_error *err)
+{
+	char msg[2 * HASHLB_NAME_MAX + 512];
+	uint32_t si, bi;
+	int r = hlb_services_loop(c, &si, &bi, msg, sizeof(msg));
+
+	if (r < 0)
+		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+	return r ? resolve_fail(c, &c->services[si].backends[bi], err, -EINVAL, msg) : 0;
+}
+
 static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t timeout_ms,
 		  const struct hashlb_config *last, bool keep, struct hashlb_error *failed,
 		  struct hashlb_error *err)
@@ -1270,6 +1286,8 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 	free(ix.v);
 	if (r == 0)
 		r = table_memory_again(c, err);
+	if (r == 0)
+		r = loop_again(c, err);
 	return r;
 }
 

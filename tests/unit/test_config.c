@@ -1346,6 +1346,25 @@ static void test_resolve_localhost(void **state)
 		fail_msg("message: %s", err.msg);
 	hashlb_config_free(c);
 
+	/* Resolved to another service that forwards back: the ring is refused too. */
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(resolve_text("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+				      "    source: 127.0.0.1\n"
+				      "    backends:\n      - name: a\n"
+				      "        address: localhost:81\n"
+				      "  - name: api\n    listen: 127.0.0.1:81\n"
+				      "    backends:\n      - name: b\n"
+				      "        address: 127.0.0.1:80\n",
+				      &c, &err),
+			 -EINVAL);
+	assert_int_equal(err.line, 12);
+	assert_int_equal(err.column, 18);
+	if (!strstr(err.msg, "backend 'b' at 127.0.0.1:80 is service 'web' (listen "
+			     "127.0.0.1:80), which forwards back to service 'api': connections "
+			     "would loop (web -> api -> web)"))
+		fail_msg("message: %s", err.msg);
+	hashlb_config_free(c);
+
 	/* Resolved to the unspecified address (0x0 is a name getaddrinfo() reads as
 	 * 0.0.0.0): refused as 0.0.0.0 written is. */
 	c = NULL;
@@ -2265,6 +2284,49 @@ static void test_loop(void **state)
 	expect_error("services:\n  - name: web\n    listen: \"[::ffff:0.0.0.0]:80\"\n"
 		     "    backends:\n      - {name: a, address: \"127.0.0.1:80\"}\n",
 		     5, 28, "connections would loop");
+}
+
+/* Services that forward to one another in a ring: one client's connection opens the
+ * next, and the next, until the fd limit (it filled the connection cap of every service
+ * of the process; the config was taken). */
+static void test_services_loop(void **state)
+{
+	expect_error("services:\n"
+		     "  - {name: a, listen: 127.0.0.1:80, backends: [{name: x, address: "
+		     "\"127.0.0.1:81\"}]}\n"
+		     "  - {name: b, listen: 127.0.0.1:81, backends: [{name: y, address: "
+		     "\"127.0.0.1:80\"}]}\n",
+		     3, 67,
+		     "backend 'y' at 127.0.0.1:80 is service 'a' (listen 127.0.0.1:80), which "
+		     "forwards back to service 'b': connections would loop (a -> b -> a)");
+	/* through a wildcard, a backend among others, and a service outside the ring */
+	expect_error("services:\n"
+		     "  - {name: in, listen: 127.0.0.1:79, backends: [{name: x, address: "
+		     "\"127.0.0.1:80\"}]}\n"
+		     "  - {name: a, listen: 127.0.0.1:80, backends: [{name: x, address: "
+		     "\"127.0.0.2:81\"}]}\n"
+		     "  - {name: b, listen: 0.0.0.0:81, backends: [{name: y, address: "
+		     "\"127.0.0.1:82\"}]}\n"
+		     "  - name: c\n    listen: \"[::]:82\"\n    backends:\n"
+		     "      - {name: z, address: \"10.0.0.1:80\"}\n"
+		     "      - {name: w, address: \"[::ffff:127.0.0.1]:80\"}\n",
+		     9, 28, "connections would loop (a -> b -> c -> a)");
+	/* A chain without a way back is served: one service in front of another. */
+	hashlb_config_free(
+		load_ok("services:\n"
+			"  - {name: a, listen: 127.0.0.1:80, backends: [{name: x, "
+			"address: \"127.0.0.1:81\"}]}\n"
+			"  - {name: b, listen: 0.0.0.0:81, backends: [{name: y, address: "
+			"\"10.0.0.1:80\"}, {name: z, address: \"127.0.0.1:82\"}]}\n"
+			"  - {name: c, listen: 127.0.0.1:82, backends: [{name: y, "
+			"address: \"10.0.0.1:81\"}]}\n"));
+	/* A wildcard's port on another address may be another host's: no loop known. */
+	hashlb_config_free(
+		load_ok("services:\n"
+			"  - {name: a, listen: 0.0.0.0:80, backends: [{name: x, address: "
+			"\"10.0.0.1:81\"}]}\n"
+			"  - {name: b, listen: 0.0.0.0:81, backends: [{name: y, address: "
+			"\"10.0.0.2:80\"}]}\n"));
 }
 
 static void test_other_scheme_params(void **state)
@@ -4827,6 +4889,7 @@ int main(void)
 		cmocka_unit_test(test_bare_duration_suggestions),
 		cmocka_unit_test(test_bare_duration_anchor_two_settings),
 		cmocka_unit_test(test_loop),
+		cmocka_unit_test(test_services_loop),
 		cmocka_unit_test(test_other_scheme_params),
 		cmocka_unit_test(test_core_errors),
 		cmocka_unit_test(test_defaults),
