@@ -466,7 +466,9 @@ void hashlb_config_free(struct hashlb_config *c);
  * or 5s"). Then, service by service: one no backend of which takes clients (each of
  * weight 0, drain or maint, not all of weight 0); health.passive_hold where nothing reads it
  * (checks on, or passive off); health.port, send or expect with checks off; a true
- * health.close_on_down with checks and passive off; and the shared addresses above. Each at
+ * health.close_on_down with checks and passive off; a backend at the admin endpoint of a
+ * service listening beyond loopback (its clients reach the endpoint, which has no
+ * authentication); and the shared addresses above. Each at
  * the key it is about (the service, for the first; the later address, for the last).
  */
 int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,

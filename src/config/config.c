@@ -3610,6 +3610,40 @@ static void bare_duration_warning(const struct hashlb_config *c,
 	hashlb_err_fit(w->msg, sizeof(w->msg), msg);
 }
 
+/*
+ * Service <s>'s backends at the admin endpoint (addr_loops(): its address, or a loopback one on
+ * the port of an endpoint on a wildcard), when <s> listens beyond loopback: its clients, from
+ * wherever they reach it, then reach the endpoint, which takes no authentication, and can
+ * drain, close, reload and upgrade (a service on the endpoint's own address is refused; an
+ * endpoint beyond loopback is warned of at start). Into <w>[*n] (while below <max>), each
+ * counted in <*n>.
+ */
+static void service_reaches_admin(const struct hashlb_config *c, const struct hashlb_service_cfg *s,
+				  struct hashlb_error *w, size_t max, size_t *n)
+{
+	struct sockaddr_storage l = addr_canon(&s->listen_addr);
+	char msg[1024];
+
+	if (!c->admin_addr_len || c->admin_addr.ss_family == AF_UNIX || hashlb_addr_is_loopback(&l))
+		return;
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		const struct hashlb_backend_cfg *b = &s->backends[i];
+
+		if (!b->addr_len || !addr_loops(&c->admin_addr, &b->addr))
+			continue;
+		if (*n < max) {
+			snprintf(
+				msg, sizeof(msg),
+				"service '%s': backend '%s' at %s is the admin endpoint (admin %s), "
+				"which takes no authentication: the service's clients (listen %s) "
+				"reach it, and can drain backends, reload and upgrade",
+				s->name, b->name, b->address, c->admin, s->listen);
+			warning_at(c, b->address_pos, msg, &w[*n]);
+		}
+		(*n)++;
+	}
+}
+
 int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,
 			   size_t max)
 {
@@ -3635,6 +3669,7 @@ int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *r
 		service_passive_hold_unread(c, &c->services[i], ret_warnings, max, &n);
 		service_check_keys_unread(c, &c->services[i], ret_warnings, max, &n);
 		service_close_on_down_unread(c, &c->services[i], ret_warnings, max, &n);
+		service_reaches_admin(c, &c->services[i], ret_warnings, max, &n);
 		r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
 		if (r < 0)
 			return r;

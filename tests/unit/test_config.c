@@ -1810,6 +1810,45 @@ static void test_shared_address_warned(void **state)
 }
 
 /*
+ * A backend at the admin endpoint, behind a service that listens beyond loopback, opens the
+ * endpoint (no authentication: drain, reload, upgrade) to every client of the service: said
+ * at the backend's address (it loaded without a word). Not behind a loopback service, whose
+ * clients reach the endpoint anyway, nor with the endpoint off or on a Unix socket.
+ */
+static void test_backend_at_admin_warned(void **state)
+{
+	struct hashlb_error w[4];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok("admin: 0.0.0.0:9901\nservices:\n"
+		    "  - name: web\n    listen: 0.0.0.0:80\n    backends:\n"
+		    "      - {name: a, address: \"127.0.0.1:1\"}\n"
+		    "      - {name: m, address: \"127.0.0.2:9901\"}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 1);
+	assert_int_equal(w[0].line, 7);
+	assert_int_equal(w[0].column, 28);
+	assert_string_equal(w[0].msg,
+			    "service 'web': backend 'm' at 127.0.0.2:9901 is the admin endpoint "
+			    "(admin 0.0.0.0:9901), which takes no authentication: the service's "
+			    "clients (listen 0.0.0.0:80) reach it, and can drain backends, reload "
+			    "and upgrade");
+	hashlb_config_free(c);
+	/* the default address, behind a host's address */
+	c = load_ok("services:\n  - name: web\n    listen: 192.0.2.1:80\n    backends:\n"
+		    "      - {name: m, address: \"[::ffff:127.0.0.1]:9901\"}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 1);
+	hashlb_config_free(c);
+	assert_no_warning("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+			  "      - {name: m, address: \"127.0.0.1:9901\"}\n");
+	assert_no_warning("admin: off\nservices:\n  - name: web\n    listen: 0.0.0.0:80\n"
+			  "    backends:\n      - {name: m, address: \"127.0.0.1:9901\"}\n");
+	assert_no_warning("admin: 127.0.0.1:9901\nservices:\n  - name: web\n"
+			  "    listen: 0.0.0.0:80\n    backends:\n"
+			  "      - {name: m, address: \"127.0.0.2:9901\"}\n");
+}
+
+/*
  * health.passive_hold written with checks on holds nothing (the checks bring a backend back):
  * hashlb check warns of it, at the key. Not with checks off, where it is read, nor unwritten.
  */
@@ -4881,6 +4920,7 @@ int main(void)
 		cmocka_unit_test(test_backup),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_shared_address_warned),
+		cmocka_unit_test(test_backend_at_admin_warned),
 		cmocka_unit_test(test_bare_duration_warned),
 		cmocka_unit_test(test_passive_hold_with_checks_on_warns),
 		cmocka_unit_test(test_passive_hold_with_passive_off_warns),
