@@ -329,15 +329,21 @@ static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size
  */
 static void ctl_interim_skip(char *buf, size_t *got)
 {
-	char *end;
+	char *p = buf, *end;
+	size_t off = 0;
 
-	/* buf[8] and buf[9] read once <got> has them: past its NUL, malloc's bytes (valgrind:
-	 * "depends on uninitialised value" for an answer of "HTTP/1." alone) */
-	while (*got > 9 && !strncmp(buf, "HTTP/1.", 7) && buf[8] == ' ' && buf[9] == '1' &&
-	       strncmp(buf + 9, "101", 3) && (end = strstr(buf, "\r\n\r\n"))) {
-		size_t off = (size_t)(end + 4 - buf);
-
-		memmove(buf, end + 4, *got - off + 1);
+	/* p[8] and p[9] read once <got> has them: past its NUL, malloc's bytes (valgrind:
+	 * "depends on uninitialised value" for an answer of "HTTP/1." alone). Skipped by
+	 * offset, the final answer moved once: moved after each, an endpoint sending 100
+	 * Continue without end (1 GiB of them, 41 million) kept ctl moving the rest of the
+	 * gigabyte for each, for hours, past its --timeout. */
+	while (*got - off > 9 && !strncmp(p, "HTTP/1.", 7) && p[8] == ' ' && p[9] == '1' &&
+	       strncmp(p + 9, "101", 3) && (end = strstr(p, "\r\n\r\n"))) {
+		off = (size_t)(end + 4 - buf);
+		p = buf + off;
+	}
+	if (off) {
+		memmove(buf, p, *got - off + 1);
 		*got -= off;
 	}
 }

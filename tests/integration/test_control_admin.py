@@ -3786,7 +3786,9 @@ def ctl_bounds_an_answer_that_does_not_end():
     never ends is given up after --timeout in all (not --timeout per read: it waited for
     ever), and one whose answer never ends is given up past 1 GiB, more than the /metrics of
     a service of 65,535 backends (it grew until memory ran out: here, under a 3 GiB address
-    space limit, it said "out of memory"). Exit 1 either way, saying why."""
+    space limit, it said "out of memory"). Exit 1 either way, saying why. So is one that sends
+    100 Continue without end: ctl dropped each interim answer by moving the rest of the
+    gigabyte that came, 41 million times, and ran for hours past its --timeout."""
     import resource
     from lbtest import asan_build
     mode = {}
@@ -3796,13 +3798,17 @@ def ctl_bounds_an_answer_that_does_not_end():
         open_conns.append(c)
         head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
         chunk = b"x" * (1 << 20)
+        interim = b"HTTP/1.1 100 Continue\r\n\r\n" * 40000
         try:
             c.recv(4096)
-            c.sendall(head)
+            if mode["how"] != "interim":
+                c.sendall(head)
             while True:
                 if mode["how"] == "trickle":
                     c.sendall(b"x")
                     time.sleep(1)
+                elif mode["how"] == "interim":
+                    c.sendall(interim)
                 else:
                     c.sendall(chunk)
         except OSError:
@@ -3820,6 +3826,8 @@ def ctl_bounds_an_answer_that_does_not_end():
     for how, args, says in (("trickle", ("--timeout", "2"), "no whole answer from the admin "
                              f"endpoint at {admin} within 2 s"),
                             ("endless", ("--timeout", "600"), f"the admin endpoint at {admin} "
+                             "answers more than 1024 MiB"),
+                            ("interim", ("--timeout", "600"), f"the admin endpoint at {admin} "
                              "answers more than 1024 MiB")):
         mode["how"] = how
         p = ctl_ends(["--admin", admin, *args, "status"], 120, preexec_fn=limit)
