@@ -3242,7 +3242,9 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 			r = nomem(ld);
 	}
 	ld->via = NULL;
-	if (r == 0) {
+	/* the walk reads every service's backends: only when each was read whole (a list of
+	 * errors goes on past a service refused part way) */
+	if (r == 0 && clean(ld, 0)) {
 		char msg[2 * HASHLB_NAME_MAX + 512];
 		uint32_t si, bi;
 
