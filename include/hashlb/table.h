@@ -243,6 +243,13 @@ bool hashlb_table_backend_takes_clients(const struct hashlb_table *t, uint32_t i
  * effective table.
  */
 bool hashlb_table_down_same(const struct hashlb_table *t, const bool *down);
+/*
+ * Whether hashlb_table_with_down(<t>, <down>) (n booleans, as above) populates a survivors'
+ * table (Maglev: about 0.5 s at the largest M), rather than take <t>'s effective slots, merge
+ * from the survivors' table it keeps of a down set of the same turns (a flap's down again), or
+ * share the full slots (those down weigh 0). False on the ring, whose overlay is a filter.
+ */
+bool hashlb_table_with_down_populates(const struct hashlb_table *t, const bool *down);
 /* Fraction of the hash space (ring) or of the slots (Maglev) that goes to <idx>. */
 double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
 /*

@@ -1576,6 +1576,13 @@ bool hashlb_table_down_same(const struct hashlb_table *t, const bool *down)
 	return same_turns(t, t->down, down);
 }
 
+/* maglev_carry_kept()'s choices with no <also>: a population where none of them serves */
+bool hashlb_table_with_down_populates(const struct hashlb_table *t, const bool *down)
+{
+	return t->params.scheme == HASHLB_SCHEME_MAGLEV && !same_turns(t, t->down, down) &&
+	       !(t->kept_slots && same_turns(t, kept_key(t), down)) && !same_turns(t, NULL, down);
+}
+
 double hashlb_table_share(const struct hashlb_table *t, uint32_t idx)
 {
 	if (idx >= t->n)

@@ -1002,13 +1002,18 @@ static struct hashlb_table *flap_step(const struct hashlb_table *t,
 {
 	struct hashlb_table_view v, w;
 	struct hashlb_table *next, *fresh;
-	bool down[N] = { false };
+	bool down[N] = { false }, says;
 
 	for (int d = 0; set[d] >= 0; d++)
 		down[set[d]] = true;
+	says = hashlb_table_with_down_populates(t, down);
 	populations = 0;
 	next = with_down(t, down);
 	*ret_pops = populations;
+	/* what the control plane asks before it prepares a verdict's table */
+	if (says != (populations > 0))
+		fail_msg("step %zu: %u populations, hashlb_table_with_down_populates() said %s", k,
+			 populations, says ? "true" : "false");
 	for (int i = 0; i < N; i++)
 		b->spec[i].down = down[i];
 	assert_int_equal(hashlb_table_build(p, b->spec, N, &fresh, NULL), 0);
@@ -1264,7 +1269,8 @@ static void test_flap_beside_a_down_copies(void **state)
 /*
  * hashlb_table_down_same() says which down sets a table is a copy away from: its own, and
  * one that differs in backends of weight 0 only (what the runtime's refresh looks for among
- * a snapshot's tables); hashlb_table_with_down() to such a set runs no population.
+ * a snapshot's tables); hashlb_table_with_down() to such a set runs no population, and
+ * hashlb_table_with_down_populates() says so (flap_step() checks it against the count).
  */
 static void test_down_same_is_a_copy(void **state)
 {
@@ -1279,12 +1285,14 @@ static void test_down_same_is_a_copy(void **state)
 	assert_true(hashlb_table_down_same(t, down));
 	down[3] = true; /* weight 0: takes no turn */
 	assert_true(hashlb_table_down_same(t, down));
+	assert_false(hashlb_table_with_down_populates(t, down));
 	populations = 0;
 	next = with_down(t, down);
 	assert_int_equal(populations, 0);
 	hashlb_table_free(next);
 	down[2] = true;
 	assert_false(hashlb_table_down_same(t, down));
+	assert_true(hashlb_table_with_down_populates(t, down));
 	down[1] = down[2] = false;
 	assert_false(hashlb_table_down_same(t, down));
 	hashlb_table_free(t);
