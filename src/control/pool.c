@@ -96,6 +96,10 @@ struct hlb_pool {
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
 static void service_schedule_in(struct hlb_pool_service *s, bool full, uint64_t debounce_ms);
+static bool retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounce_ms);
+static void retry_release(struct hlb_pool_backend *b);
+static bool verdict_populates(const struct hlb_pool_backend *b);
+static bool service_failing(const struct hlb_pool_service *s);
 
 static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
 		     ...) __attribute__((format(printf, 4, 5)));
@@ -425,11 +429,22 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 	uint64_t unlogged;
 
 	if (ok) {
+		bool ran = b->up_fails != 0 && b->up_fails_retry;
+
 		backend_up_run_end(b, NULL, run, passive, now);
+		if (ran)
+			retry_release(b);
 		return;
 	}
-	b->up_fails++;
+	if (!b->up_fails++) {
+		b->up_fails_retry = false;
+		b->up_fails_retry = !service_failing(b->svc) && verdict_populates(b);
+	}
 	b->up_fails_err = err;
+	/* Maglev: its survivors' table made now, as the retry table, for the verdict to copy
+	 * (retry_watch()); watched by the ticks until the tables have it down */
+	if (retry_watch(b->svc, b->idx, HLB_POOL_DEBOUNCE_MS))
+		b->svc->tick_all = true;
 	if (!errs_budget(b->svc->pool, now, false, &unlogged))
 		return;
 	b->up_fails_logged = true;
@@ -817,9 +832,51 @@ static uint64_t pool_next_generation(struct hlb_pool *p)
 	return ++p->generation;
 }
 
+/*
+ * Maglev: whether <b> going down from the table in use would populate its survivors' table
+ * (hashlb_table_with_down_populates()), rather than copy one the table keeps (a flap's down
+ * again). Short of memory: no (its verdict populates then, as before).
+ */
+static bool verdict_populates(const struct hlb_pool_backend *b)
+{
+	const struct hlb_pool_service *s = b->svc;
+	const struct hlb_snapshot *snap = hlb_service_snapshot(s->rt);
+	bool *down, pop;
+
+	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || !snap || b->idx >= snap->n_backends ||
+	    snap->backends[b->idx] != b->rt || !(down = calloc(snap->n_backends, sizeof(*down))))
+		return false;
+	for (uint32_t j = 0; j < snap->n_backends; j++)
+		down[j] = j == b->idx || hashlb_table_backend_down(snap->table, j);
+	pop = hashlb_table_with_down_populates(snap->table, down);
+	free(down);
+	return pop;
+}
+
+/*
+ * Whether <b> fails: its last connects failed (the forwarder's word), or its checks fail while
+ * it is still up (a run toward fall) and its verdict would populate its survivors' table. On
+ * Maglev either makes the retry table with it down (service_add_retry()): for the checks,
+ * that is the survivors' table the verdict then copies rather than populates (about 0.5 s of
+ * the control thread at the largest M, which moves to the first failed check, <fall> - 1
+ * intervals before the verdict). A flap's down again copies the table's kept survivors at
+ * its verdict anyway: no table, nor build, at its failed checks. Nor while another backend
+ * fails (a rack going down): a table of them all would serve none of their verdicts but
+ * the last, each a population more (backend_check_while_up() decides at a run's first).
+ */
 static bool backend_failing(const struct hlb_pool_backend *b)
 {
-	return atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed) != 0;
+	return atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed) != 0 ||
+	       (b->up_fails != 0 && b->up_fails_retry);
+}
+
+/* Whether a backend of <s> fails (backend_failing()). */
+static bool service_failing(const struct hlb_pool_service *s)
+{
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		if (backend_failing(s->backends[j]))
+			return true;
+	return false;
 }
 
 /*
@@ -893,8 +950,12 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	int ret;
 
 	if (cur && !s->need_full) {
-		/* settings unchanged since <cur> (else need_full) */
-		ret = hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
+		/* settings unchanged since <cur> (else need_full); a retry table dropped keeps
+		 * its survivors in the table (retry_release()) */
+		ret = s->retry_released
+			      ? hlb_snapshot_refresh_from_retry(cur, s->cfg, gen, ret_snap, err)
+			      : hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
+		s->retry_released = false;
 		if (ret == 0) {
 			service_add_retry(s, *ret_snap, cur);
 			service_add_ramp(s, *ret_snap, cur);
@@ -1734,17 +1795,21 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 }
 
 /*
- * Maglev: backend <j> of <s> fails connects but is still in the table. Its
+ * Maglev: backend <j> of <s> fails connects, or checks, but is still in the table
+ * (backend_failing()). Its
  * clients are retried on the next backend of their preference list, which
  * on Maglev is mostly not where they go once it is marked down (the table
  * built from the survivors): they would move twice. So unless the current
  * retry table has it down already, the next build makes one with every
  * such backend down (a rebuild, one survivor build), and retries away from
- * them go there (conn_connect()). <debounce_ms>: when, see service_schedule_in().
+ * them go there (conn_connect()); its verdict then copies that table (refresh_base()
+ * in runtime.c) rather than populate the survivors' again. <debounce_ms>: when, see
+ * service_schedule_in().
  * Whether the ticks must still watch it: failing, and the published tables
  * do not have it down yet (no snapshot of these backends, or a build to come).
  * Once they do, nothing is left to do while it fails, and a new run of
- * failures after it recovers is the worker's word again (hlb_pool_failing()).
+ * failures after it recovers is the worker's word again (hlb_pool_failing()),
+ * or its next failed check's (backend_check_while_up()).
  */
 static bool retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounce_ms)
 {
@@ -1760,6 +1825,28 @@ static bool retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounc
 		return false;
 	service_schedule_in(s, false, debounce_ms);
 	return true;
+}
+
+/*
+ * Maglev: <b>'s run of failed checks ended with a check passed. The retry table made for them
+ * (retry_watch()) is dropped at a build, when no backend of the service fails any more (the
+ * next snapshot then has no retry table; with another failing, the next build that comes
+ * drops <b> from it, as for a backend whose connects succeed again, rather than populate a
+ * table of the others now). The table of that build is made from it (need_full aside), and
+ * keeps its survivors' table, as a table back up after an outage keeps that outage's: 2
+ * bytes a slot where the retry table held 4, and <b>'s next run of failed checks, or its
+ * verdict, copies it rather than populate it again.
+ */
+static void retry_release(struct hlb_pool_backend *b)
+{
+	struct hlb_pool_service *s = b->svc;
+	const struct hlb_snapshot *snap = hlb_service_snapshot(s->rt);
+
+	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || !snap || !snap->retry_table ||
+	    service_failing(s))
+		return;
+	s->retry_released = true;
+	service_schedule(s, false);
 }
 
 void hlb_pool_failing(struct hlb_pool *p)

@@ -88,6 +88,10 @@ struct hlb_pool_backend {
 	uint32_t up_fails;
 	bool up_fails_logged;
 	uint32_t up_fails_err;
+	/* Maglev: its run of failed checks (up_fails) has the retry table made with it down, for
+	 * its verdict to copy: its verdict would populate, and no other backend failed at the
+	 * run's first (pool.c, backend_failing()) */
+	bool up_fails_retry;
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	/* passive-only health, on trial: its clients established when the trial began */
 	uint64_t trial_served;
@@ -151,6 +155,9 @@ struct hlb_pool_service {
 	uint64_t skip_last_ms, skips;
 	struct hlb_check_errs skip_errs; /* where << 16 | errno of those skipped, for the log */
 	bool dirty, need_full;
+	/* the next build drops a retry table made for failed checks, and is made from it (pool.c,
+	 * retry_release()) */
+	bool retry_released;
 	/* the reload under way asked for a build: the next, if it has one, says what it moved
 	 * (hlb_pool_flush_reload()) */
 	bool reload_pending;

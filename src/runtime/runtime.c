@@ -378,9 +378,10 @@ static const struct hashlb_table *refresh_base(const struct hlb_snapshot *cur, c
 	return cur->table;
 }
 
-int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_service_cfg *cfg,
-			 uint64_t generation, struct hlb_snapshot **ret_snap,
-			 struct hashlb_error *err)
+/* hlb_snapshot_refresh() and hlb_snapshot_refresh_from_retry(): <from_retry>, the latter */
+static int snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_service_cfg *cfg,
+			    uint64_t generation, bool from_retry, struct hlb_snapshot **ret_snap,
+			    struct hashlb_error *err)
 {
 	struct hlb_snapshot *s;
 	bool *down;
@@ -394,13 +395,29 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 		free(down);
 		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
 	}
-	r = hashlb_table_with_down(refresh_base(cur, down), down, &s->table, err);
+	r = hashlb_table_with_down(from_retry && cur->retry_table ? cur->retry_table
+								  : refresh_base(cur, down),
+				   down, &s->table, err);
 	free(down);
 	if (r < 0) {
 		hlb_snapshot_free(s);
 		return r;
 	}
 	return snapshot_finish(s, cfg, generation, ret_snap, err);
+}
+
+int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_service_cfg *cfg,
+			 uint64_t generation, struct hlb_snapshot **ret_snap,
+			 struct hashlb_error *err)
+{
+	return snapshot_refresh(cur, cfg, generation, false, ret_snap, err);
+}
+
+int hlb_snapshot_refresh_from_retry(const struct hlb_snapshot *cur,
+				    const struct hashlb_service_cfg *cfg, uint64_t generation,
+				    struct hlb_snapshot **ret_snap, struct hashlb_error *err)
+{
+	return snapshot_refresh(cur, cfg, generation, true, ret_snap, err);
 }
 
 /* <s>'s table with the backends <more> says down as well, in <ret_table>, if one of them is up

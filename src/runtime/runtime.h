@@ -461,9 +461,10 @@ struct hlb_snapshot {
 	 * leave it */
 	bool tables_counted;
 	/*
-	 * Maglev: the table with the backends that fail connects but are not
-	 * yet down marked down too (hlb_snapshot_add_retry()): a client retried
-	 * away from one of them goes where it will stay once they are down.
+	 * Maglev: the table with the backends that fail connects (or checks) but
+	 * are not yet down marked down too (hlb_snapshot_add_retry()): a client
+	 * retried away from one of them goes where it will stay once they are
+	 * down, and their verdict's table is a copy of it (hlb_snapshot_refresh()).
 	 * Such a backend is down in it and up in <table>. NULL if none (then a
 	 * retry takes the preference list's next).
 	 */
@@ -582,6 +583,16 @@ int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_se
 int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_service_cfg *cfg,
 			 uint64_t generation, struct hlb_snapshot **ret_snap,
 			 struct hashlb_error *err);
+
+/*
+ * hlb_snapshot_refresh(), the table made from <cur>'s retry table if it has one (Maglev): it
+ * keeps the outage that table has, its survivors' table, as a table back up after an outage
+ * does, so that those backends going down next copy it rather than populate it again. For a
+ * retry table dropped once the backends down in it recover (a run of failed checks ended).
+ */
+int hlb_snapshot_refresh_from_retry(const struct hlb_snapshot *cur,
+				    const struct hashlb_service_cfg *cfg, uint64_t generation,
+				    struct hlb_snapshot **ret_snap, struct hashlb_error *err);
 
 void hlb_snapshot_free(struct hlb_snapshot *s); /* accepts NULL */
 

@@ -611,7 +611,9 @@ def checks_leave_no_time_wait():
 
 
 def flapping_does_not_rebuild_per_flap():
-    """A backend up 200 ms, down 200 ms, for 4 s: a handful of rebuilds, not one per flap."""
+    """A backend up 200 ms, down 200 ms, for 4 s: a handful of rebuilds, not one per flap. One
+    of them (Maglev) the table its first failed check makes for its verdict to copy; its later
+    outages copy the table back up's, and make none."""
     bs = [Backend(n) for n in "ab"]
     port = dead_port()  # held while f is down: no other test's listener is given it
     lb = Lb(config([(b.name, b.addr) for b in bs] + [("f", f"127.0.0.1:{port}")],
@@ -631,7 +633,7 @@ def flapping_does_not_rebuild_per_flap():
     print(f"    {flaps} flaps, {f['flaps']} seen by the checks, {rebuilds} rebuilds, "
           f"health now {f['health']}")
     check(f["flaps"] >= 4, f"the checks saw it flap ({f['flaps']})")
-    check(rebuilds <= 6, f"at most 6 rebuilds for {flaps} flaps ({rebuilds})")
+    check(rebuilds <= 7, f"at most 7 rebuilds for {flaps} flaps ({rebuilds})")
     check(f["health"] in ("down", "flapping") and not f["in_table"],
           f"the flapping backend is held out of the table ({f['health']})")
     check(lb.stop() == 0, "exit 0")

@@ -424,6 +424,206 @@ static void test_failing_word_builds_the_retry_table_at_once(void **state)
 	fixture_teardown(&f);
 }
 
+/* Run <f>'s loop until its service's scheduled build is made (a hang guard of 10 s). */
+static void loop_to_build(struct fixture *f)
+{
+	uint64_t end = hlb_now_ms() + 10000;
+
+	while (f->svc->dirty && hlb_now_ms() < end)
+		hlb_loop_run_once(f->loop, 10);
+	assert_false(f->svc->dirty);
+}
+
+/* The fingerprint of <f>'s table built anew (hashlb_table_build()) with backend <down> down. */
+static uint64_t fresh_fingerprint(const struct fixture *f, uint32_t down)
+{
+	const struct hashlb_service_cfg *c = &f->cfg->services[0];
+	struct hashlb_backend_spec *spec = calloc(c->n_backends, sizeof(*spec));
+	struct hashlb_table *t;
+	uint64_t fp;
+
+	for (uint32_t i = 0; i < c->n_backends; i++)
+		spec[i] = (struct hashlb_backend_spec){ c->backends[i].name, c->backends[i].weight,
+							i == down };
+	assert_int_equal(hashlb_table_build(&c->table, spec, c->n_backends, &t, NULL), 0);
+	fp = hashlb_table_fingerprint(t);
+	hashlb_table_free(t);
+	free(spec);
+	return fp;
+}
+
+/*
+ * Maglev: a backend's first failed check (fall 3: still up) makes the retry table with it down,
+ * its survivors' table; the verdict's table is then a copy of it, not a population (at the
+ * largest M, 0.5 s of the control thread after the verdict, the down backend's new clients sent
+ * to it meanwhile), and it is exactly the table a build without that backend gives. Before, the
+ * retry table came only from the forwarder's failed connects, and a backend found down by its
+ * checks alone was populated at the verdict.
+ */
+static void test_failed_check_prepares_the_verdicts_table(void **state)
+{
+	const uint32_t m = 4099;
+	struct fixture f;
+	struct hlb_pool_backend *b3;
+	const struct hlb_snapshot *snap;
+	struct hashlb_table *retry;
+	bool down[10] = { false };
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 10);
+	b3 = hlb_pool_backend_find(f.svc, "b3");
+	hlb_pool_health_result(b3, false);
+	assert_true(hlb_pool_backend_up(b3));
+	assert_true(f.svc->dirty);
+	loop_to_build(&f);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_false(hashlb_table_backend_down(snap->table, 3));
+	assert_non_null(snap->retry_table);
+	assert_true(hashlb_table_backend_down(snap->retry_table, 3));
+	assert_int_equal(hashlb_table_up_count(snap->retry_table), 9);
+	/* its slots kept past that snapshot's free (a table that shares them) */
+	down[3] = true;
+	assert_int_equal(hashlb_table_with_down(snap->retry_table, down, &retry, NULL), 0);
+	/* a second failed check: built already, nothing to do */
+	hlb_pool_health_result(b3, false);
+	assert_false(f.svc->dirty);
+	hlb_pool_health_result(b3, false); /* fall: down */
+	assert_false(hlb_pool_backend_up(b3));
+	loop_to_build(&f);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_true(hashlb_table_backend_down(snap->table, 3));
+	assert_int_equal(snap->fingerprint, fresh_fingerprint(&f, 3));
+	/* the effective slots are the retry table's, shared: no slot array of its own beside
+	 * them and the full ones (a population keeps the survivors' array too) */
+	assert_true(hashlb_table_bytes(snap->table) -
+			    hashlb_table_bytes_shared(snap->table, retry) <
+		    m * sizeof(uint16_t));
+	hashlb_table_free(retry);
+	fixture_teardown(&f);
+}
+
+/*
+ * Maglev: a check that passes, ending a backend's run of failed checks, drops the retry table
+ * those made (a build at once), and the table in use is the one before, to the fingerprint; it
+ * keeps that backend's survivors' table, as a table back up after an outage does, so that its
+ * next run of failed checks builds nothing and its verdict copies (a check that fails now and
+ * then populated once, not once a run). Not while another backend fails connects: the retry
+ * table stays for it, and no build is made for the one that recovered.
+ */
+static void test_passed_check_drops_the_prepared_table(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b3, *b5, *b7;
+	uint64_t fp0, published;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 10);
+	b3 = hlb_pool_backend_find(f.svc, "b3");
+	b5 = hlb_pool_backend_find(f.svc, "b5");
+	b7 = hlb_pool_backend_find(f.svc, "b7");
+	fp0 = hlb_pool_snapshot(f.svc)->fingerprint;
+	hlb_pool_health_result(b3, false);
+	loop_to_build(&f);
+	assert_non_null(hlb_pool_snapshot(f.svc)->retry_table);
+	hlb_pool_health_result(b3, true);
+	assert_true(f.svc->dirty);
+	loop_to_build(&f);
+	assert_null(hlb_pool_snapshot(f.svc)->retry_table);
+	assert_int_equal(hlb_pool_snapshot(f.svc)->fingerprint, fp0);
+	assert_true(hlb_pool_backend_up(b3));
+	/* b3 fails again: its survivors are at hand, its verdict a copy of them */
+	published = f.published;
+	hlb_pool_health_result(b3, false);
+	assert_false(f.svc->dirty);
+	hlb_pool_health_result(b3, false);
+	hlb_pool_health_result(b3, false);
+	loop_to_build(&f);
+	assert_int_equal(f.published, published + 1);
+	assert_int_equal(hlb_pool_snapshot(f.svc)->fingerprint, fresh_fingerprint(&f, 3));
+	for (uint32_t k = 0; k < f.cfg->services[0].health.rise; k++)
+		hlb_pool_health_result(b3, true);
+	loop_to_build(&f);
+
+	/* b5 fails connects meanwhile: b7's recovery leaves the retry table to it */
+	hlb_pool_health_result(b7, false);
+	loop_to_build(&f);
+	atomic_store(&b5->rt->consecutive_fail, 1);
+	hlb_pool_failing(f.pool);
+	loop_to_build(&f);
+	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->retry_table, 7));
+	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->retry_table, 5));
+	published = f.published;
+	hlb_pool_health_result(b7, true);
+	assert_false(f.svc->dirty);
+	assert_int_equal(f.published, published);
+	fixture_teardown(&f);
+}
+
+/*
+ * Maglev: a flap's failed check builds nothing. Back up after an outage, the table keeps the
+ * survivors' table of it, so its verdict copies that anyway: a retry table made at its first
+ * failed check would be a build more per flap for nothing (flap damping counts on few).
+ */
+static void test_failed_check_of_a_flap_builds_nothing(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b3;
+	uint32_t published;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 10);
+	b3 = hlb_pool_backend_find(f.svc, "b3");
+	backend_fail(b3);
+	loop_to_build(&f);
+	for (uint32_t k = 0; k < f.cfg->services[0].health.rise; k++)
+		hlb_pool_health_result(b3, true);
+	assert_true(hlb_pool_backend_up(b3));
+	loop_to_build(&f);
+	published = f.published;
+	hlb_pool_health_result(b3, false);
+	assert_false(f.svc->dirty);
+	assert_null(hlb_pool_snapshot(f.svc)->retry_table);
+	hlb_pool_health_result(b3, false);
+	hlb_pool_health_result(b3, false); /* fall: down */
+	loop_to_build(&f);
+	assert_int_equal(f.published, published + 1);
+	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 3));
+	assert_int_equal(hlb_pool_snapshot(f.svc)->fingerprint, fresh_fingerprint(&f, 3));
+	fixture_teardown(&f);
+}
+
+/*
+ * Maglev: a failed check while another backend fails builds nothing (a rack going down one by
+ * one): a retry table with both down would serve neither verdict but the last, a population
+ * more each. The first keeps the table made for it, and its verdict copies it.
+ */
+static void test_failed_check_beside_another_builds_nothing(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b3, *b5;
+	const struct hlb_snapshot *snap;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 10);
+	b3 = hlb_pool_backend_find(f.svc, "b3");
+	b5 = hlb_pool_backend_find(f.svc, "b5");
+	hlb_pool_health_result(b3, false);
+	loop_to_build(&f);
+	hlb_pool_health_result(b5, false);
+	assert_false(f.svc->dirty);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_true(hashlb_table_backend_down(snap->retry_table, 3));
+	assert_false(hashlb_table_backend_down(snap->retry_table, 5));
+	hlb_pool_health_result(b3, false);
+	hlb_pool_health_result(b3, false); /* b3's verdict */
+	loop_to_build(&f);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_true(hashlb_table_backend_down(snap->table, 3));
+	assert_false(hashlb_table_backend_down(snap->table, 5));
+	assert_int_equal(snap->fingerprint, fresh_fingerprint(&f, 3));
+	fixture_teardown(&f);
+}
+
 /* 40 backends going down one every 10 ms (checks finding a dead rack one by one). */
 static void test_a_stream_of_changes_is_spaced_out(void **state)
 {
@@ -4193,6 +4393,10 @@ int main(void)
 		cmocka_unit_test(test_down_moves_only_its_clients_ring),
 		cmocka_unit_test(test_burst_coalesces_into_one_build),
 		cmocka_unit_test(test_failing_word_builds_the_retry_table_at_once),
+		cmocka_unit_test(test_failed_check_prepares_the_verdicts_table),
+		cmocka_unit_test(test_passed_check_drops_the_prepared_table),
+		cmocka_unit_test(test_failed_check_of_a_flap_builds_nothing),
+		cmocka_unit_test(test_failed_check_beside_another_builds_nothing),
 		cmocka_unit_test(test_a_stream_of_changes_is_spaced_out),
 		cmocka_unit_test(test_drain_and_maint_take_no_new_clients),
 		cmocka_unit_test(test_weight_change_rebuilds_in_full),
