@@ -15,8 +15,16 @@
  *     random moment; the time until a snapshot without it is published,
  *     against fall x interval. Target: <= fall x interval + 50 ms.
  *
+ *  3. A Maglev backend's first down found by its checks alone, at the largest
+ *     M: the control thread's CPU at its first failed check (fall 3: still
+ *     up) and at its verdict (the third), each with the build it schedules,
+ *     and the verdict's build and publish in wall time: how long after the
+ *     verdict its clients are still sent to it; and before it, a failed
+ *     check of another that the next one passed (a run that recovers). --first-down
+ *     runs this alone (to alternate two binaries).
+ *
  *   meson test -C build --benchmark --suite bench control -v
- *   build/bench/hashlb-bench-control [--quick]
+ *   build/bench/hashlb-bench-control [--quick | --first-down]
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -166,6 +174,77 @@ static void bench_rebuild(const char *label, const char *scheme_kv, int reps)
 	free(core);
 }
 
+/*
+ * Section 3 for <n> backends over <m> slots, <reps> backends in turn (each another: a table back
+ * up keeps the last outage's survivors, and the same one down again is a copy, not a first
+ * down), checks off but their results given as the checker gives them.
+ */
+static void bench_first_down(uint32_t m, uint32_t n, int reps)
+{
+	char kv[64];
+	char *text;
+	struct hashlb_config *cfg;
+	double *check = calloc(reps, sizeof(double)), *verdict = calloc(reps, sizeof(double));
+	double *wall = calloc(reps, sizeof(double)), *blip = calloc(reps, sizeof(double));
+	struct hlb_pool_env env = { .n_workers = 1 };
+	struct hlb_pool_service *s;
+	struct hlb_loop *loop;
+	struct hlb_pool *pool;
+	struct hashlb_error err = { 0 };
+
+	snprintf(kv, sizeof(kv), "scheme: maglev\n    table_size: %u", m);
+	text = config_text(kv, n, NULL, "      enabled: false\n");
+	cfg = config_load(text);
+	if (hlb_loop_new(&loop) < 0 || hlb_pool_new(cfg, loop, &env, &pool, &err) < 0) {
+		fprintf(stderr, "bench: %s\n", err.msg);
+		exit(1);
+	}
+	s = hlb_pool_service_at(pool, 0);
+	for (int r = 0; r < reps; r++) {
+		struct hlb_pool_backend *b = s->backends[(1 + (uint32_t)r * 7) % n];
+		struct hlb_pool_backend *other = s->backends[(5 + (uint32_t)r * 7) % n];
+		uint64_t t0 = cpu_ns();
+
+		/* first a failed check of another that the next one passed: what a run that
+		 * recovers costs (the table then keeps that one's survivors, not b's) */
+		hlb_pool_health_result(other, false);
+		hlb_pool_flush(pool);
+		hlb_pool_health_result(other, true);
+		hlb_pool_flush(pool);
+		blip[r] = (double)(cpu_ns() - t0) / 1e6;
+		t0 = cpu_ns();
+		hlb_pool_health_result(b, false);
+		hlb_pool_flush(pool);
+		check[r] = (double)(cpu_ns() - t0) / 1e6;
+		t0 = cpu_ns();
+		for (uint32_t k = 1; k < cfg->services[0].health.fall; k++)
+			hlb_pool_health_result(b, false);
+		hlb_pool_flush(pool);
+		verdict[r] = (double)(cpu_ns() - t0) / 1e6;
+		wall[r] = (double)s->rebuild_ns_last / 1e6;
+		if (hlb_pool_backend_up(b) ||
+		    !hashlb_table_backend_down(hlb_pool_snapshot(s)->table, b->idx)) {
+			fprintf(stderr, "bench: backend %u not down at its verdict\n", b->idx);
+			exit(1);
+		}
+		for (uint32_t k = 0; k < cfg->services[0].health.rise; k++)
+			hlb_pool_health_result(b, true);
+		hlb_pool_flush(pool);
+	}
+	printf("first down M=%u n=%u  %d backends: first failed check %8.2f ms | verdict %8.2f ms "
+	       "(wall %8.2f ms: build+publish) | a failed check, then passed %8.2f ms\n",
+	       m, n, reps, median(check, reps), median(verdict, reps), median(wall, reps),
+	       median(blip, reps));
+	hlb_pool_free(pool);
+	hlb_loop_free(loop);
+	hashlb_config_free(cfg);
+	free(text);
+	free(check);
+	free(verdict);
+	free(wall);
+	free(blip);
+}
+
 static int listener(uint16_t *ret_port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
@@ -246,8 +325,10 @@ static void bench_death(int trials)
 	free(lat);
 }
 
-static const char usage[] = "usage: hashlb-bench-control [--quick]\n"
-			    "  --quick  fewer repetitions and trials (a smoke run)\n";
+static const char usage[] =
+	"usage: hashlb-bench-control [--quick | --first-down]\n"
+	"  --quick       fewer repetitions and trials (a smoke run)\n"
+	"  --first-down  a Maglev backend's first down at the largest M alone\n";
 
 int main(int argc, char **argv)
 {
@@ -255,15 +336,21 @@ int main(int argc, char **argv)
 
 	/* any other word was the full run, "--help" included */
 	bench_args(argc, argv, 1, usage);
-	if (argc > 1 && strcmp(argv[1], "--quick"))
+	if (argc > 1 && strcmp(argv[1], "--quick") && strcmp(argv[1], "--first-down"))
 		bench_args_refuse(argv[0], argv[1], usage);
+	printf("hashlb control plane benchmark (CPU time of the control thread, medians)\n");
+	if (argc > 1 && !strcmp(argv[1], "--first-down")) {
+		bench_first_down(HASHLB_MAGLEV_M_MAX, 10, 3);
+		bench_first_down(HASHLB_MAGLEV_M_MAX, 1000, 3);
+		printf("reproduce: %s --first-down\n", argv[0]);
+		return 0;
+	}
 	quick = argc > 1;
 	reps = quick ? 5 : 21;
-
-	printf("hashlb control plane benchmark (CPU time of the control thread, medians)\n");
 	bench_rebuild("maglev M=65537 n=1000", "scheme: maglev\n    table_size: 65537", reps);
 	bench_rebuild("ring V=160 n=1000", "scheme: ring\n    vnodes: 160", reps);
 	bench_death(quick ? 3 : 10);
+	bench_first_down(quick ? 65537 : HASHLB_MAGLEV_M_MAX, 10, 3);
 	printf("reproduce: %s%s\n", argv[0], quick ? " --quick" : "");
 	return 0;
 }
