@@ -1116,6 +1116,36 @@ def checks_failing_while_up_are_logged():
     x.close()
 
 
+def a_failed_check_prepares_the_maglev_table():
+    """Maglev: x failing its checks while it stays up (fewer than fall) is named in /status's
+    retry_table_for from its first failed check: the table with it down, which its verdict
+    copies rather than populates (0.5-1 s of the control thread at the largest table size,
+    its clients still sent to it meanwhile); a check that passes drops that table, x in the
+    table throughout. Before, only clients' failed connects made that table: none here."""
+    fall = 100  # 50 s of failed checks before down: the test ends them before
+    a, x = App("a"), App("x")
+    health = (f"interval: 500ms\ntimeout: 500ms\nrise: 2\nfall: {fall}\n"
+              'send: "PING\\r\\n"\nexpect: "+PONG"')
+    lb = Lb(config([("a", a.addr), ("x", x.addr)], health=health))
+    check(lb.wait(lambda: lb.backend("x")["checks_ok"] >= 1) is not None, "x passes its checks")
+    check(lb.service()["retry_table_for"] == [], "no retry table while all pass")
+    x.mode = "err"
+    check(lb.wait_log(UP_RUN + r"at=reply err=EBADMSG failed=1 "), "x fails a check: a run starts")
+    check(lb.wait(lambda: lb.service()["retry_table_for"] == ["x"]) is not None,
+          f"a retry table for x: {lb.service()['retry_table_for']}")
+    check(lb.backend("x")["in_table"], "x is still in the table")
+    x.mode = "pong"
+    check(lb.wait_log(r'level=info msg="health check passed, backend stayed up" service=t '
+                      r'backend=x ', timeout=30), "x passes a check again: the run ends")
+    check(lb.wait(lambda: lb.service()["retry_table_for"] == []) is not None,
+          f"the retry table dropped: {lb.service()['retry_table_for']}")
+    check(lb.backend("x")["in_table"] and not [l for l in lb.log if 'msg="backend down"' in l],
+          "x never went down")
+    check(lb.stop() == 0, "exit 0")
+    a.close()
+    x.close()
+
+
 UP_RUN = r'msg="health check failed, backend still up" service=t backend=x '
 UP_RUN_ENDS = r'msg="(health check passed, backend stayed up|health check run ended)" service=t backend=x '
 
@@ -1660,4 +1690,5 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            checks_failing_while_up_are_logged, a_wrong_answer_is_logged,
            a_binary_wrong_answer_is_logged_whole,
            a_run_ended_by_maint_is_logged, a_run_ended_by_reload_is_logged,
+           a_failed_check_prepares_the_maglev_table,
            reload_storm_does_not_put_checks_off, reload_storm_changing_the_checks_lets_them_end])
