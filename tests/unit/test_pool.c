@@ -918,8 +918,11 @@ static void fixture_setup_counted(struct fixture *f, uint32_t *lines)
 	*lines = 0;
 }
 
-/* The reload of b0's weight 2 and b3 renamed b9, onto <f>'s pool: its result. */
-static int reload_weight_and_rename(struct fixture *f, struct hashlb_config **ret_next)
+/* The reload of b0's weight 2 and b3 renamed b9, onto <f>'s pool: its result. The pool's
+ * first calloc() of <fail_size> bytes fails (0: none), armed once the config is built: the
+ * config's own arrays may be of that size too (4 backends' were, once a pool backend grew). */
+static int reload_weight_and_rename(struct fixture *f, struct hashlb_config **ret_next,
+				    size_t fail_size)
 {
 	struct hashlb_config *next = config_new(HASHLB_SCHEME_MAGLEV, 4);
 	struct hlb_pool_changes changes = { 0 };
@@ -929,6 +932,7 @@ static int reload_weight_and_rename(struct fixture *f, struct hashlb_config **re
 	free(next->services[0].backends[3].name);
 	next->services[0].backends[3].name = strdup("b9");
 	*ret_next = next;
+	fail_calloc_size = fail_size;
 	return hlb_pool_apply(f->pool, next, &changes, &err);
 }
 
@@ -948,8 +952,9 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 	(void)state;
 	fixture_setup_counted(&f, &lines);
 
-	fail_calloc_size = sizeof(struct hlb_pool_backend); /* b9's */
-	assert_int_equal(reload_weight_and_rename(&f, &next), -ENOMEM);
+	/* b9's */
+	assert_int_equal(reload_weight_and_rename(&f, &next, sizeof(struct hlb_pool_backend)),
+			 -ENOMEM);
 	assert_int_equal(fail_calloc_size, 0); /* it was b9's that failed */
 	hashlb_config_free(next);
 	assert_int_equal(lines, 0);
@@ -959,7 +964,7 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 	assert_null(hlb_pool_backend_find(f.svc, "b9"));
 
 	/* with the memory: applied, and logged */
-	assert_int_equal(reload_weight_and_rename(&f, &next), 0);
+	assert_int_equal(reload_weight_and_rename(&f, &next, 0), 0);
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	assert_true(lines >= 3); /* b0 changed, b9 added, b3 removed */
