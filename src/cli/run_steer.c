@@ -1744,6 +1744,14 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 			hlb_service_unref(e->svc);
 			e->svc = hlb_service_ref(svc);
 		}
+		/* A reload that moves it off this program (another interface, steering
+		 * userspace): run_steer_sync(), right after, detaches it or takes its VIP
+		 * out. Its new table is not for this program, sized by the old config:
+		 * before, a Maglev service made a ring there was refused ("table not
+		 * updated", restart hashlb), a ring that outgrew it grew it, for nothing. */
+		if (svc->cfg && (svc->cfg->steering != HASHLB_STEERING_KERNEL ||
+				 !steers_on(e, svc->cfg->steer_interface)))
+			return;
 		/* A reload's new listen goes with the table it publishes first, in one
 		 * publication: run_steer_sync(), after, finds the VIP done. Before, the
 		 * table went with the old VIP and sync's VIP change published it again,
@@ -1755,10 +1763,8 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 		/* So are its needs (publish_needs()): before, this publication judged the
 		 * program by the old config's, and one a reload outgrew while the lock was
 		 * held at its check (run_steer_fits()), let go since, grew only at the
-		 * next publication, a ring's failover to heavier backups. Not for another
-		 * interface: sync detaches this program. */
-		if (svc->cfg && svc->cfg->steering == HASHLB_STEERING_KERNEL &&
-		    steers_on(e, svc->cfg->steer_interface) && svc_set_needs(e, svc->cfg) < 0)
+		 * next publication, a ring's failover to heavier backups. */
+		if (svc->cfg && svc_set_needs(e, svc->cfg) < 0)
 			hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
 		publish(rs, e, snap);
 		return;

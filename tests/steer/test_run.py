@@ -21,7 +21,8 @@ program grows it in place, its flows kept, every service's table on the interfac
 reload's first publication, by the new config, if the lock held at its check is let go; a growth
 failing there, the table fitting, said once), and so
 does a takeover of an orphan too small for the config; a Maglev service's program has ring maps of
-the minimum, grown by a reload that makes it a ring; hash_prefix sends the clients of one
+the minimum, grown by a reload that makes it a ring, and one that also moves it to another interface
+publishes nothing into the program it leaves; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 two services on one interface (under one name or two, an altname) share its program, a table
 each, and a reload removing one leaves the other's flows, one swapping their listen addresses
@@ -3949,6 +3950,41 @@ def maglev_sized(topo, servers):
         d.stop()
 
 
+def maglev_moved(topo, servers):
+    """maglev_sized's Maglev service (b1 of weight 1,000) reloaded as a ring on another
+    interface of the LB (vx0, a veth of its own): the program on eth0, which the reload moves
+    the service off, is detached, and the reload's table is not published into it first.
+    Before, it was, sized for the old config: the ring's 160,320 points refused there, logged
+    as an error ("kernel steering table not updated", its program too small, restart hashlb)
+    just before the program was detached."""
+    T.sh("ip", "link", "add", "vx0", "type", "veth", "peer", "name", "vx1", ns=topo.lb)
+    d = Daemon(topo, service(topo, backends={0: ", weight: 1000"}).replace(
+        "    interface: eth0\n", "    interface: eth0\n    scheme: maglev\n"))
+    try:
+        T.sh("ip", "link", "set", "vx0", "up", ns=topo.lb)
+        T.sh("ip", "link", "set", "vx1", "up", ns=topo.lb)
+        d.start()
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     f"maglev moved: no table published at start: {d.lines[-1:]}"):
+            return
+        d.skip_log()
+        start = len(d.lines)
+        d.edit("interface: eth0\n    scheme: maglev\n", "interface: vx0\n    scheme: ring\n")
+        p = d.ctl("reload")
+        detached = d.wait_log('msg="kernel steering detached" service=web interface=eth0', 15)
+        end = d.lines.index(detached) if detached in d.lines[start:] else len(d.lines)
+        said = [x for x in d.lines[start:end] if "kernel steering table not updated" in x or
+                "kernel steering program grown" in x]
+        check(p.returncode == 0 and detached and not said,
+              f"maglev moved: the reload ({p.returncode} {p.stderr.strip()}) detached eth0's "
+              f"program ({detached is not None}) after publishing the new table into it: "
+              f"{said}")
+    finally:
+        d.stop()
+        T.sh("ip", "link", "del", "vx0", ns=topo.lb, check=False)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def lock_tries(path):
     """A counter of the tries of the publication lock file <path> from now on, for tries():
     each try opens the file (publish_lock()), which inotify tells (IN_OPEN), nothing else of
@@ -4273,7 +4309,8 @@ def body(topo):
              ("update_taken_over", update_taken_over), ("lock_held", lock_held),
              ("status_unread", status_unread),
              ("other_version", other_version),
-             ("flows", flows), ("maglev_sized", maglev_sized), ("outgrown", outgrown),
+             ("flows", flows), ("maglev_sized", maglev_sized),
+             ("maglev_moved", maglev_moved), ("outgrown", outgrown),
              ("outgrown_locked", outgrown_locked),
              ("too_small", too_small), ("outgrown_shared", outgrown_shared),
              ("outgrown_shared_backends", outgrown_shared_backends),
