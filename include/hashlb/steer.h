@@ -629,6 +629,15 @@ int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_s
  */
 int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev);
 
+/*
+ * Ask the kernel to resolve IPv4 or IPv6 address <addr> on interface <dev> (an ARP request or
+ * a neighbour solicitation, as a packet sent to it would make; `ip neigh replace ADDR dev DEV
+ * use`), so that its entry, missing, is there by the next read: 0 if asked, -ENODEV if <dev>
+ * does not exist, -EAFNOSUPPORT for another family, else the kernel's refusal. An entry of
+ * another state is probed again, never changed.
+ */
+int hashlb_steer_neigh_solicit(const struct sockaddr_storage *addr, const char *dev);
+
 /* What is read for address family <family>'s table, for messages: "/proc/net/arp"... */
 const char *hashlb_steer_neigh_source(int family);
 

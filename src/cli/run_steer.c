@@ -88,6 +88,9 @@ struct run_steer_svc {
 	bool retry;
 	bool marked; /* hashlb_steer_set_daemon() done */
 	bool unlocked; /* its last publication ran without the lock, logged */
+	/* A backend's neighbour entry, missing, was asked of the kernel since its last
+	 * publication: that first refusal is not logged (publish()). */
+	bool asked;
 	/* The latest table was refused as larger than its program: not
 	 * retried (table_unfit()). */
 	bool too_small;
@@ -516,9 +519,10 @@ static void refusals_anew(struct run_steer_svc *e)
 }
 
 /* The latest table of <e> was refused for <err>: logged unless it was refused
- * for that already (or <busy>), and tried again every RETRY_MS. */
-static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
-			  const struct hashlb_error *err, bool busy)
+ * for that already (or <busy>, or <quiet>: not kept as said either, so that the
+ * next refusal for it is), and tried again every RETRY_MS. */
+static void table_refused_as(struct run_steer *rs, struct run_steer_svc *e,
+			     const struct hashlb_error *err, bool busy, bool quiet)
 {
 	/*
 	 * Another publication into the program holds its lock (a hashlb
@@ -532,15 +536,46 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 	 */
 	if (busy && !e->retry)
 		refusals_anew(e);
-	if (!busy && (!e->retry || strcmp(e->refused, err->msg) != 0))
+	if (!busy && !quiet && (!e->retry || strcmp(e->refused, err->msg) != 0))
 		log_error("kernel steering table not updated", e->name, err);
 	e->retry = true;
 	e->too_small = false;
 	if (!busy) {
 		e->n_refused++;
-		snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
+		snprintf(e->refused, sizeof(e->refused), "%s", quiet ? "" : err->msg);
 	}
 	retry_arm(rs, e);
+}
+
+static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
+			  const struct hashlb_error *err, bool busy)
+{
+	table_refused_as(rs, e, err, busy, false);
+}
+
+/*
+ * Ask the kernel for the neighbour entry on <dev> of each backend of <snap> in its table
+ * from the <from>th on that <neigh> lacks, for the retry a second later (RETRY_MS): a
+ * backend a reload adds, or any at a start with the table cold, whose health check has not
+ * reached it yet (nothing does with checks off). Whether one was asked. Before, only those
+ * checks (or a client through the daemon's listener) made the entry, and every such start
+ * or reload logged its table refused at level=error.
+ */
+static bool ask_neighbours(struct hashlb_steer_neigh *neigh, const struct hlb_snapshot *snap,
+			   uint32_t from, const char *dev)
+{
+	bool asked = false;
+	uint8_t mac[6];
+
+	for (uint32_t i = from; i < snap->n_backends; i++) {
+		const struct sockaddr_storage *addr = &snap->backends[i]->addr;
+
+		if (!hashlb_table_backend_down(snap->table, i) &&
+		    hashlb_steer_neigh_mac(neigh, addr, dev, mac) == -ENOENT &&
+		    hashlb_steer_neigh_solicit(addr, dev) == 0)
+			asked = true;
+	}
+	return asked;
 }
 
 /*
@@ -1222,6 +1257,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	struct hashlb_steer_neigh *neigh;
 	const char *name = e->name, *dev, *from;
 	char qi[LOG_IFACE_MAX], devbuf[IF_NAMESIZE];
+	bool quiet;
 	struct hashlb_steer_needs need;
 	int ret, g = 0;
 
@@ -1441,6 +1477,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		return;
 	}
 	dev = steer_dev(e, devbuf);
+	quiet = false;
 	for (uint32_t i = 0; i < snap->n_backends; i++) {
 		const struct hlb_backend *b = snap->backends[i];
 		bool listed = !hashlb_table_backend_down(snap->table, i);
@@ -1462,12 +1499,16 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				"entry is made for it there: the kernel path reaches only hosts on "
 				"the layer-2 segment of %s, and keeps its previous table",
 				b->name, b->address, dev, dev);
-		else if (ret == -ENOENT)
+		else if (ret == -ENOENT) {
 			hashlb_err(&err, ret, HASHLB_ERR_SYSTEM,
 				   "backend '%s' (%s) has no entry in the neighbour table of %s: "
 				   "the kernel path keeps its previous table until it has one",
 				   b->name, b->address, dev);
-		else if (ret == -ENODEV)
+			/* its first refusal quiet: the retry finds the entry, or says
+			 * the host answers nothing (dead, or not on the segment) */
+			quiet = ask_neighbours(neigh, snap, i, dev) && !e->asked;
+			e->asked = true;
+		} else if (ret == -ENODEV)
 			hashlb_err(&err, ret, HASHLB_ERR_SYSTEM,
 				   "backend '%s' (%s): reading the neighbour table of %s: %s: the "
 				   "kernel path keeps its previous table until it is read",
@@ -1478,7 +1519,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				"reading the neighbour table (%s): %s: the kernel path keeps its "
 				"previous table until it is read",
 				hashlb_steer_neigh_source(b->addr.ss_family), strerror(-ret));
-		table_refused(rs, e, &err, false);
+		table_refused_as(rs, e, &err, false, quiet);
 		goto out;
 	}
 	/* A table that served another's VIPs (table_free()'s last choice): they
@@ -1528,6 +1569,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		e->vip_set = e->vip;
 		tables_unserved(rs, e);
 		e->retry = false;
+		e->asked = false;
 		e->too_small = false;
 		/* once the replaced hashlb stops (-EINPROGRESS), grown then */
 		if (g < 0 && g != -EINPROGRESS)

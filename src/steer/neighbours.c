@@ -375,3 +375,56 @@ int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
 	freeifaddrs(all);
 	return ret;
 }
+
+int hashlb_steer_neigh_solicit(const struct sockaddr_storage *addr, const char *dev)
+{
+	size_t len = addr->ss_family == AF_INET6 ? 16 : 4;
+	struct {
+		struct nlmsghdr h;
+		struct ndmsg nd;
+		struct rtattr dst;
+		uint8_t addr[16];
+	} req = {
+		.h = { .nlmsg_type = RTM_NEWNEIGH,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+		       .nlmsg_seq = 1 },
+		/* NTF_USE: the kernel resolves the entry as for a packet sent to it (its
+		 * state given is not applied), as `ip neigh replace ADDR dev DEV use` */
+		.nd = { .ndm_family = (uint8_t)addr->ss_family,
+			.ndm_state = NUD_NONE,
+			.ndm_flags = NTF_USE },
+		.dst = { .rta_type = NDA_DST, .rta_len = (unsigned short)RTA_LENGTH(len) },
+	};
+	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+	char buf[1024] __attribute__((aligned(NLMSG_ALIGNTO)));
+	const struct nlmsghdr *h = (const void *)buf;
+	ssize_t n;
+	int fd, ret;
+
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	req.nd.ndm_ifindex = (int)if_nametoindex(dev);
+	if (!req.nd.ndm_ifindex)
+		return -ENODEV;
+	memcpy(req.addr,
+	       addr->ss_family == AF_INET6
+		       ? (const void *)((const struct sockaddr_in6 *)addr)->sin6_addr.s6_addr
+		       : (const void *)&((const struct sockaddr_in *)addr)->sin_addr,
+	       len);
+	req.h.nlmsg_len = (uint32_t)(NLMSG_LENGTH(sizeof(struct ndmsg)) + RTA_LENGTH(len));
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	if (sendto(fd, &req, req.h.nlmsg_len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
+		ret = -errno;
+	} else if ((n = recv(fd, buf, sizeof(buf), 0)) < 0) {
+		ret = -errno;
+	} else if (!NLMSG_OK(h, (int)n) || h->nlmsg_type != NLMSG_ERROR ||
+		   h->nlmsg_len < NLMSG_LENGTH(sizeof(int))) {
+		ret = -EIO;
+	} else {
+		ret = *(const int *)NLMSG_DATA(h); /* the ack: 0, or -errno */
+	}
+	close(fd);
+	return ret;
+}

@@ -627,6 +627,41 @@ def routed(topo, servers):
              check=False)
 
 
+def cold_neighbours(topo, servers):
+    """A start with the LB's neighbour table empty (a boot) and health checks off: nothing of
+    the daemon's reaches a backend, yet its first table is published, the daemon having asked
+    the kernel for the backends' entries itself, and that first refusal is not logged (the
+    retry a second later finds them). Before, the table was refused at level=error on every
+    such start, and with checks off never published until a client through the daemon's own
+    listener happened to make the entries. Then b3, out of the config, added by a reload, its
+    entry gone: the same."""
+    for fam in ("-4", "-6"):
+        T.sh("ip", fam, "neigh", "flush", "dev", "eth0", ns=topo.lb)
+    b3 = f"      - {{name: b3, address: '{topo.backend_ip(2)}:{T.VIP_PORT}'}}\n"
+    full = service(topo, health="{enabled: false}")
+    d = Daemon(topo, full.replace(b3, "")).start()
+    try:
+        for tag in ("cold_neighbours: start", "cold_neighbours: b3 added"):
+            pub = d.wait_log("kernel steering table published", 15)
+            refused = [x for x in d.lines if "table not updated" in x]
+            if not check(pub is not None and not refused,
+                         f"{tag}: published {pub is not None}, refused {refused[:1]}"):
+                break
+            got = steered(topo, tag)
+            if tag.endswith("start"):
+                check("b3" not in got, f"{tag}: new clients went to b3: {dict(got)}")
+                T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=topo.lb,
+                     check=False)
+                d.edit("    backends:\n", "    backends:\n" + b3)
+                d.skip_log()
+                p = d.ctl("reload")
+                check(p.returncode == 0, f"{tag}: reload: {p.stdout} {p.stderr}")
+            else:
+                check("b3" in got, f"{tag}: no new client went to b3: {dict(got)}")
+    finally:
+        d.stop()
+
+
 def neighbour_unreadable(topo, servers):
     """A neighbour table that cannot be read (LD_PRELOAD: /proc/net/arp fails with EIO) refuses
     the table, saying what could not be read, as hashlb steer says it: not as the first
@@ -4319,6 +4354,7 @@ def body(topo):
     # RST of a connection still closing when a program was detached: topo.wait_closed().)
     table = [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
              ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
+             ("cold_neighbours", cold_neighbours),
              ("maint", maint), ("stop_drain", stop_drain),
              ("stop_drain_closed", stop_drain_closed),
              ("stop_drain_ends", stop_drain_ends),
