@@ -550,6 +550,11 @@ enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s);
  * on), which a rename keeps; 0 if loaded only. */
 int hashlb_steer_ifindex(const struct hashlb_steer *s);
 
+/* Whether <s>'s interface is a veth, where native XDP's XDP_TX frames reach the peer only if
+ * it runs XDP too, and only with the complete checksums a veth's sender may leave to offload
+ * (docs/steering.md, "Modes and hooks"); false if that cannot be told. */
+bool hashlb_steer_on_veth(const struct hashlb_steer *s);
+
 /* "auto", "xdp", "xdp-generic", "tc", "none"; NULL if invalid. */
 const char *hashlb_steer_mode_name(enum hashlb_steer_mode m);
 int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);

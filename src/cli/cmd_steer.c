@@ -715,6 +715,16 @@ static int steer_publish(struct steer_args *a)
 		&err);
 	if (ret < 0)
 		goto out_err;
+	/* Forced there (auto takes tc on a veth): without an XDP program on the peer, or with
+	 * clients that leave checksums to offload, every steered packet is lost while --stats
+	 * counts it forwarded, and nothing said why (tried in namespaces). */
+	if (a->action == ACT_RUN && hashlb_steer_mode(s) == HASHLB_STEER_XDP_NATIVE &&
+	    hashlb_steer_on_veth(s))
+		cli_notice("note: %s is a veth: native XDP's frames reach its peer only if the "
+			   "peer runs an XDP program, and a backend drops those whose checksums a "
+			   "client on a veth left to offload; --mode tc (auto's choice here) needs "
+			   "neither (docs/steering.md, \"Modes and hooks\")\n",
+			   a->iface);
 	if (hashlb_steer_unlocked(s))
 		cli_notice("note: published without the lock that keeps publications into the "
 			   "program on %s apart (%s): one another process makes at the same moment "

@@ -324,3 +324,8 @@ int hashlb_steer_ifindex(const struct hashlb_steer *s)
 {
 	return 0;
 }
+
+bool hashlb_steer_on_veth(const struct hashlb_steer *s)
+{
+	return false;
+}

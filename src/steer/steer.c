@@ -4246,3 +4246,8 @@ int hashlb_steer_ifindex(const struct hashlb_steer *s)
 {
 	return s->ifindex;
 }
+
+bool hashlb_steer_on_veth(const struct hashlb_steer *s)
+{
+	return is_veth(s->ifindex);
+}
