@@ -73,8 +73,9 @@ static void usage(FILE *f)
 		"                             NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]\n"
 		"                             NAME is its identity (hashed for placement); the\n"
 		"                             MAC is read from the neighbour (ARP) table when\n"
-		"                             not given; dev is the egress interface (default\n"
-		"                             IFACE)\n" TABLE_ARGS_USAGE
+		"                             not given (an entry missing asked of the kernel,\n"
+		"                             waited for 1 s); dev is the egress interface\n"
+		"                             (default IFACE)\n" TABLE_ARGS_USAGE
 		"      --drain A,B,...        backends draining: no new flows, established kept\n"
 		"                             (given again, it adds to them)\n"
 		"  -c, --config FILE          take the VIP (listen), scheme, seed, key (and its\n"
@@ -1022,6 +1023,42 @@ out:
 }
 
 /*
+ * <neigh>, or a table read again once the entries the backends to steer to lack there (in a
+ * subnet of their interface) have been asked of the kernel (an ARP request or neighbour
+ * solicitation, as hashlb run asks them) and have come, or a second has passed; NULL if out of
+ * memory. Before, the attach stopped with "no MAC address" until each backend had been
+ * reached from the LB (a ping) first: after a boot, a backend just started. A host that
+ * answers nothing still gets that, a second later.
+ */
+static struct hashlb_steer_neigh *neigh_asked(const struct steer_args *a,
+					      struct hashlb_steer_neigh *neigh)
+{
+	for (int tries = 0; neigh && tries < 20; tries++) {
+		uint32_t missing = 0;
+
+		for (uint32_t i = 0; i < a->n_backends; i++) {
+			const struct backend_arg *b = &a->backends[i];
+			const char *dev = !a->svc && b->dev[0] ? b->dev : a->iface;
+			uint8_t mac[6];
+
+			if (a->table.specs[i].down || b->have_mac ||
+			    hashlb_steer_neigh_mac(neigh, &b->addr, dev, mac) != -ENOENT ||
+			    hashlb_steer_on_subnet(&b->addr, dev) != 1)
+				continue;
+			if (tries == 0)
+				hashlb_steer_neigh_solicit(&b->addr, dev);
+			missing++;
+		}
+		if (!missing)
+			break;
+		usleep(50 * 1000);
+		hashlb_steer_neigh_free(neigh);
+		neigh = hashlb_steer_neigh_new();
+	}
+	return neigh;
+}
+
+/*
  * What the host says of the interface and of each backend to steer to: -ENODEV
  * (printed) if there is no interface IFACE; each backend's MAC (and dev=), from
  * the command line or the neighbour table; -ENOENT (printed) if one in the
@@ -1043,7 +1080,7 @@ static int resolve_host(struct steer_args *a)
 		return -ENODEV;
 	}
 	/* read once for all of them (before, once a backend) */
-	neigh = hashlb_steer_neigh_new();
+	neigh = neigh_asked(a, hashlb_steer_neigh_new());
 	if (!neigh) {
 		cli_error("out of memory\n");
 		return -ENOMEM;

@@ -974,6 +974,9 @@ def dead_backend_down(topo):
     topo.resolve()
     p = steer("--keep", "--mode", "tc")
     check(p.returncode == 0, f"dead backend: attach: {p.stderr.strip()}")
+    # b3's host as dead: it answers no ARP request, which hashlb steer makes for an entry
+    # missing (cold_neighbours)
+    topo.deaf(2)
     T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=topo.lb, check=False)
     for opt in ("--drain", "--down"):
         p = steer("--update", opt, "b3")
@@ -987,10 +990,35 @@ def dead_backend_down(topo):
     check(p.returncode == 1 and "no MAC address" in p.stderr,
           f"dead backend: back in the table with no MAC must be refused: {p.returncode} "
           f"{p.stderr.strip()} (the LB's entry of b3 now: {entry or 'none'})")
+    topo.deaf(2, False)
     T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
     T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
     topo.resolve()
     print("--down/--drain of a backend with no neighbour entry: ok" if not failures else "",
+          flush=True)
+
+
+def cold_neighbours(topo):
+    """The LB's neighbour table empty (a boot; no backend reached from it yet): hashlb steer,
+    given the backends by address alone, asks the kernel for their entries itself and attaches,
+    and clients reach the backend `hashlb lookup` names. Before, it stopped with "no MAC
+    address" until each had been reached (ping) first."""
+    for fam in ("-4", "-6"):
+        T.sh("ip", fam, "neigh", "flush", "dev", "eth0", ns=topo.lb)
+    p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "--keep", "--mode", "tc",
+                        *steer_args(topo, 3, "maglev")],
+                       capture_output=True, text=True, timeout=30)
+    if check(p.returncode == 0, f"cold neighbours: attach: {p.returncode} {p.stderr.strip()}"):
+        got = connect_once(topo)
+        want = lookup(["b1", "b2", "b3"], [sp for sp, _ in got], "maglev")
+        wrong = [(sp, n, want[sp]) for sp, n in got if n != want[sp]]
+        check(not wrong, f"cold neighbours: {len(wrong)} of {len(got)} connections not on the "
+              f"table's backend: {wrong[:3]}")
+        topo.wait_closed()
+    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    topo.resolve()
+    print("cold neighbours: attached, the backends' entries asked for" if not failures else "",
           flush=True)
 
 
@@ -1473,7 +1501,8 @@ def body(topo):
              ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
              ("both_hooks", both_hooks), ("slots_held", slots_held),
              ("conntrack_pressure", conntrack_pressure),
-             ("dead_backend_down", dead_backend_down), ("reused_ports", reused_ports),
+             ("dead_backend_down", dead_backend_down), ("cold_neighbours", cold_neighbours),
+             ("reused_ports", reused_ports),
              ("from_config", from_config), ("from_config_as_run", from_config_as_run),
              ("ipv6", ipv6),
              # last: it stops b3's server
