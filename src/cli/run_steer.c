@@ -243,9 +243,9 @@ static const struct hashlb_service_cfg *steered(const struct hashlb_config *cfg,
 	return NULL;
 }
 
-/* <e>'s needs of a program, from its config <c>, counted as a reload's check counts them
- * (hashlb_steer_needs()). 0 or -ENOMEM. */
-static int svc_set_needs(struct run_steer_svc *e, const struct hashlb_service_cfg *c)
+/* What config <c> needs of a program, at its config's weights, counted as a reload's check
+ * counts it (hashlb_steer_needs()), into <ret>. 0 or -ENOMEM. */
+static int cfg_needs(const struct hashlb_service_cfg *c, struct hashlb_steer_needs *ret)
 {
 	uint32_t n = c->n_backends ? c->n_backends : 1;
 	uint32_t *weights = calloc(n, sizeof(*weights));
@@ -260,10 +260,18 @@ static int svc_set_needs(struct run_steer_svc *e, const struct hashlb_service_cf
 		weights[i] = c->backends[i].weight;
 		backup[i] = c->backends[i].backup;
 	}
-	hashlb_steer_needs(&c->table, weights, backup, c->n_backends, &e->need);
-	e->scheme = c->table.scheme;
+	hashlb_steer_needs(&c->table, weights, backup, c->n_backends, ret);
 	free(weights);
 	free(backup);
+	return 0;
+}
+
+/* <e>'s needs of a program, from its config <c> (cfg_needs()). 0 or -ENOMEM. */
+static int svc_set_needs(struct run_steer_svc *e, const struct hashlb_service_cfg *c)
+{
+	if (cfg_needs(c, &e->need) < 0)
+		return -ENOMEM;
+	e->scheme = c->table.scheme;
 	return 0;
 }
 
@@ -1114,7 +1122,9 @@ static void rebind_failed(struct run_steer *rs, struct run_steer_svc *s,
 /*
  * <e>'s program replaced by one sized for a table of <need> (hashlb_steer_size_add(), the rule
  * a program is sized by at start: twice the table, never below the defaults; every other
- * service's of the program as iface_services() sizes them), every table and the conntrack
+ * service's of the program as iface_services() sizes them, and, for a reload or a resolve, what
+ * every other service of its config <next> on the interface needs: one reload enlarging two
+ * services there grows it once), every table and the conntrack
  * entries carried (hashlb_steer_grow()), and the other services' handles moved to it
  * (hashlb_steer_rebind(); one that fails is let go, rebind_failed()): for a reload, a
  * resolve_every or a weight set (run_steer_fits()), or a publication into a program too
@@ -1125,7 +1135,8 @@ static void rebind_failed(struct run_steer *rs, struct run_steer_svc *s,
  * at its retry; -EOPNOTSUPP, -E2BIG: it cannot grow so).
  */
 static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
-		    const struct hashlb_steer_needs *need, struct hashlb_error *err)
+		    const struct hashlb_steer_needs *need, const struct hashlb_config *next,
+		    struct hashlb_error *err)
 {
 	uint32_t tables = hashlb_steer_tables(e->steer), old_prog = hashlb_steer_prog_id(e->steer);
 	struct hashlb_steer_opts o = { .tables = tables };
@@ -1156,6 +1167,26 @@ static int grow_for(struct run_steer *rs, struct run_steer_svc *e,
 		/* the one that loaded the program drives its successor: the others move to it */
 		if (hashlb_steer_loaded(s->steer))
 			by = s;
+	}
+	/*
+	 * The others as <next> makes them (one it adds on the interface too). Before, only as
+	 * they were: a reload enlarging two services here grew the program for the first, then
+	 * again at the second's check, two program loads (each a verifier run on the control
+	 * thread) and, for a program of several tables, two of its backend regions.
+	 */
+	for (uint32_t i = 0; next && i < next->n_services; i++) {
+		const struct hashlb_service_cfg *c = &next->services[i];
+		struct hashlb_steer_needs n;
+
+		if (c->steering != HASHLB_STEERING_KERNEL || !strcmp(c->name, e->name) ||
+		    !steers_on(e, c->steer_interface))
+			continue;
+		if (cfg_needs(c, &n) < 0) {
+			free(same);
+			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		}
+		hashlb_steer_size_add(&o, &n);
+		most = max_u32(most, n.backends);
 	}
 	/*
 	 * A program of several tables grows its backends a table only when one outgrows them:
@@ -1546,7 +1577,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	ret = 0;
 	need = publish_needs(e, snap);
 	if (!holds(e, &need)) {
-		g = grow_for(rs, e, &need, &why);
+		g = grow_for(rs, e, &need, NULL, &why);
 
 		if (g == -EAGAIN || g == -ETIMEDOUT) {
 			err = why; /* tried again, as a table refused so */
@@ -2299,9 +2330,9 @@ void run_steer_handed_over(struct run_steer *rs)
 			svc_taken_over(rs, &rs->svcs[i], false);
 }
 
-int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
-		   const uint32_t *weights, const bool *backup, uint32_t n,
-		   struct hashlb_error *err)
+int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const struct hashlb_config *next,
+		   const char *const *names, const uint32_t *weights, const bool *backup,
+		   uint32_t n, struct hashlb_error *err)
 {
 	struct run_steer *rs = arg;
 	struct hashlb_error why = { 0 };
@@ -2323,7 +2354,7 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 
 		hashlb_steer_needs(&c->table, weights, backup, n, &need);
 		if (ret == -E2BIG)
-			g = grow_for(rs, e, &need, &grew);
+			g = grow_for(rs, e, &need, next, &grew);
 
 		/* grown: asked again of the program in its place */
 		if (ret == -E2BIG && g == 0)

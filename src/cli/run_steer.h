@@ -76,9 +76,9 @@ void run_steer_stopped(struct run_steer *rs);
  * <names> at <weights> fits the program it has (a reload, a resolve, ctl set weight ask
  * before they change anything), else -E2BIG and <err> names the service, the capacity
  * needed and the one loaded, and how to get a larger one. Control thread only. */
-int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
-		   const uint32_t *weights, const bool *backup, uint32_t n,
-		   struct hashlb_error *err);
+int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const struct hashlb_config *next,
+		   const char *const *names, const uint32_t *weights, const bool *backup,
+		   uint32_t n, struct hashlb_error *err);
 /* The program of the <i>th steered service, for /metrics (hlb_control.steer_stats: <arg> is
  * the struct run_steer): its counters summed over CPUs and its conntrack occupancy, read
  * now. -ENODEV if it has none (or its maps cannot be read), -ENOENT past the last.

@@ -1433,8 +1433,8 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			if (r == 0)
 				r = table_memory_fits(ctl, s, ws, w, &e);
 			if (r == 0 && s->cfg->steering == HASHLB_STEERING_KERNEL && ctl->steer_fits)
-				r = ctl->steer_fits(ctl->steer_fits_arg, s->cfg, names, ws, backup,
-						    s->n_backends, &e);
+				r = ctl->steer_fits(ctl->steer_fits_arg, s->cfg, NULL, names, ws,
+						    backup, s->n_backends, &e);
 		}
 		free(names);
 		free(ws);

@@ -792,8 +792,8 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 			if (ret == 0 && bytes)
 				bytes[i] = hashlb_service_cfg_weights_bytes_max(c, w);
 			if (ret == 0 && steered)
-				ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n,
-						      err);
+				ret = ctl->steer_fits(ctl->steer_fits_arg, c, cfg, names, w, backup,
+						      n, err);
 		}
 		free(w);
 		free(names);

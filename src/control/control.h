@@ -64,11 +64,15 @@ typedef int (*hlb_control_steer_stats_fn)(void *arg, uint32_t i, struct hlb_stee
 /*
  * Kernel steering: 0 if the table of service <c> over backends <names> at <weights> (<n>)
  * fits the program the service has (none yet, or a new one to come: fits), else -E2BIG
- * with <err> naming the service, what it needs and has, and how to make it fit.
+ * with <err> naming the service, what it needs and has, and how to make it fit. <next>: the
+ * config <c> is of, that a reload or a resolve brings (a program grown for <c> is sized for
+ * every other service of it too, so that one reload grows it once), or NULL (a weight set:
+ * the other services' configs stay).
  */
 typedef int (*hlb_control_steer_fits_fn)(void *arg, const struct hashlb_service_cfg *c,
-					 const char *const *names, const uint32_t *weights,
-					 const bool *backup, uint32_t n, struct hashlb_error *err);
+					 const struct hashlb_config *next, const char *const *names,
+					 const uint32_t *weights, const bool *backup, uint32_t n,
+					 struct hashlb_error *err);
 
 struct hlb_close_wait;
 

@@ -1892,13 +1892,16 @@ def outgrown(topo, servers):
 
 def outgrown_shared(topo, servers):
     """Two services on eth0 (web over b1, b2; api over b3), a program of 4 tables of 65,536
-    ring points each: a reload making api a ring of vnodes 70,000 (70,000 points) grows the
-    program in place, every table carried (140,000 points each), api's handle moved to it.
-    web's 24 connections held across it answer from their backends, none lost nor
-    rescheduled; the growth is logged once; api's 20 new clients reach b3 and web's b1 and b2
-    through the kernel path; then each service's next table (ctl set b3 weight 2: 140,000
-    points, ctl set b1 drain) is published into the new program. Before, the reload was
-    refused until a restart."""
+    ring points each and Maglev's default M: a reload making api a ring of vnodes 70,000
+    (70,000 points) and web a Maglev of table_size 65,543 grows the program in place once, at
+    web's check, for both new configs (140,000 points and M 65,544 each), every table
+    carried, api's handle moved to it. web's 24 connections held across it answer from their
+    backends, none lost nor rescheduled; the growth is logged once; api's 20 new clients reach
+    b3 and web's b1 and b2 through the kernel path; then each service's next table (ctl set b3
+    weight 2: 140,000 points, ctl set b1 drain) is published into the new program. Before,
+    the reload was refused until a restart; and then, web's growth sized by api's config of
+    before (65,536 points), api's check grew the program a second time: two program loads,
+    each a verifier run on the control thread."""
     web, api = two_services_yaml(topo)
     d = two_services_start(topo, web + api, "outgrown_shared")
     client = None
@@ -1906,12 +1909,15 @@ def outgrown_shared(topo, servers):
         client, held = hold(topo)
         before = steer_stats(topo)
         start = len(d.lines)
-        d.reload_edit(api, api.replace("    interface: eth0\n",
-                                       "    interface: eth0\n    scheme: ring\n"
-                                       "    vnodes: 70000\n"),
-                      "service=api generation=", "outgrown_shared: reload of api's vnodes")
+        iface = "    interface: eth0\n"
+        d.reload_edit(web + api,
+                      web.replace(iface, iface + "    scheme: maglev\n    table_size: 65543\n") +
+                      api.replace(iface, iface + "    scheme: ring\n    vnodes: 70000\n"),
+                      "service=api generation=",
+                      "outgrown_shared: reload of web's table_size and api's vnodes")
         grown_l, lost = across_growth(topo, d, start, client, held, before, "outgrown_shared",
-                                      ("service=api ", " tables=4 ", " max_ring_points=140000 "))
+                                      ("service=web ", " tables=4 ", " max_maglev_m=65544 ",
+                                       " max_ring_points=140000 "))
         client = None
         got4, got6 = each_steered(topo, "outgrown_shared: grown")
         start = len(d.lines)
