@@ -340,6 +340,15 @@ void hashlb_error_list_free(struct hashlb_error_list *l);
 int hashlb_config_load_after(const char *path, unsigned int flags, const struct hashlb_config *last,
 			     struct hashlb_config **ret_config, struct hashlb_error *err);
 /*
+ * hashlb_config_load_after() that lists every error as hashlb_config_load_list() does: a
+ * reload refused says how many more the file has (one parse: the loader goes on past the
+ * first over the tree it built, where a second load would read and parse the file again).
+ */
+int hashlb_config_load_after_list(const char *path, unsigned int flags,
+				  const struct hashlb_config *last,
+				  struct hashlb_config **ret_config, struct hashlb_error *err,
+				  struct hashlb_error_list *list);
+/*
  * Resolve every backend address written as "name:port" with the system
  * resolver (getaddrinfo: /etc/hosts, DNS, as nsswitch.conf says), all
  * names at once, giving up on those not answered within <timeout_ms>.

@@ -3870,6 +3870,15 @@ int hashlb_config_load_after(const char *path, unsigned int flags, const struct 
 	return load_after(path, flags, last, ret_config, err, NULL);
 }
 
+int hashlb_config_load_after_list(const char *path, unsigned int flags,
+				  const struct hashlb_config *last,
+				  struct hashlb_config **ret_config, struct hashlb_error *err,
+				  struct hashlb_error_list *list)
+{
+	hashlb_error_list_free(list);
+	return load_after(path, flags, last, ret_config, err, list);
+}
+
 static int load_after(const char *path, unsigned int flags, const struct hashlb_config *last,
 		      struct hashlb_config **ret_config, struct hashlb_error *err,
 		      struct hashlb_error_list *list)

@@ -499,7 +499,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, e->file ? e->file : "");
 		hlb_buf_printf(o, ",\"line\":%d,\"column\":%d,\"message\":", e->line, e->column);
 		hlb_buf_json_str(o, e->msg);
-		hlb_buf_puts(o, "}");
+		hlb_buf_printf(o, ",\"errors\":%zu}", ctl->last_reload_errors);
 	} else {
 		hlb_buf_puts(o, "null");
 	}
@@ -720,6 +720,10 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		/* FILE:LINE:COL: error: WHAT, as the reload's answer and hashlb check say it */
 		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: error: %s\n",
 			       err_where(e, ctl->config_path, where, sizeof(where)), e->msg);
+	if (ctl->last_reload_failed && ctl->last_reload_errors > 1)
+		hlb_buf_printf(o, "  and %zu more error%s in the file: hashlb check lists them\n",
+			       ctl->last_reload_errors - 1,
+			       hlb_plural(ctl->last_reload_errors - 1));
 	/* resolve.last_errors, a line each (a name that failed, then the addresses refused):
 	 * in /status alone, an operator reading this saw nothing failing */
 	if (ctl->n_last_resolve_errs)
@@ -1988,6 +1992,14 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 
 		hlb_buf_printf(&resp->body, "%s: error: %s\n",
 			       err_where(&err, ctl->config_path, where, sizeof(where)), err.msg);
+		/* the rest of the file's errors counted, as hashlb check counts past its 20th:
+		 * a line of its own, the first left as every reader of it parses it */
+		if (ctl->last_reload_errors > 1)
+			hlb_buf_printf(&resp->body,
+				       "and %zu more error%s: hashlb check -c %s lists them\n",
+				       ctl->last_reload_errors - 1,
+				       hlb_plural(ctl->last_reload_errors - 1),
+				       err.file ? err.file : ctl->config_path);
 		hlb_buf_puts(&resp->body, "reload refused, the running config keeps serving\n");
 		return;
 	}
@@ -1996,7 +2008,8 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 	hlb_buf_printf(&resp->body, ",\"line\":%d,\"column\":%d,\"message\":", err.line,
 		       err.column);
 	hlb_buf_json_str(&resp->body, err.msg);
-	hlb_buf_puts(&resp->body, "}}\n");
+	/* after the error, which ctl finds ending with its message */
+	hlb_buf_printf(&resp->body, "},\"errors\":%zu}\n", ctl->last_reload_errors);
 }
 
 /*

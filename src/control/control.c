@@ -878,20 +878,27 @@ void hlb_control_free(struct hlb_control *ctl)
 	free(ctl);
 }
 
-static void reload_failed(struct hlb_control *ctl, const char *by, const struct hashlb_error *err)
+/* <err> refused the reload, the first of <errors> the file has (0 or 1: <err> alone) */
+static void reload_failed(struct hlb_control *ctl, const char *by, const struct hashlb_error *err,
+			  size_t errors)
 {
-	char kv[HLB_LOG_CONFIG_ERROR_MAX];
+	char kv[HLB_LOG_CONFIG_ERROR_MAX], more[96] = "";
 
 	ctl->reloads_failed++;
 	ctl->last_reload_failed = true;
 	ctl->last_reload_time = time(NULL);
 	ctl->last_reload_err = *err;
+	ctl->last_reload_errors = errors > 1 ? errors : 1;
 	if (err->file) {
 		snprintf(ctl->last_reload_file, sizeof(ctl->last_reload_file), "%s", err->file);
 		ctl->last_reload_err.file = ctl->last_reload_file;
 	}
-	control_log(ctl, HLB_LOG_ERROR, "reload failed, keeping the running config", "%s by=%s",
-		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)), by);
+	/* one line still: the count, and where the rest are said */
+	if (errors > 1)
+		snprintf(more, sizeof(more), " errors=%zu note=\"hashlb check lists every error\"",
+			 errors);
+	control_log(ctl, HLB_LOG_ERROR, "reload failed, keeping the running config", "%s by=%s%s",
+		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)), by, more);
 }
 
 /*
@@ -935,6 +942,7 @@ static int reload(struct hlb_control *ctl, const char *by, struct hashlb_error *
 	/* qp: the config's path, or its admin address (a Unix socket's path, 108 bytes) */
 	char qp[HLB_LOG_PATH_MAX], qs[HLB_LOG_QUOTED_MAX(sizeof("unix:") + 108)];
 	struct hashlb_error local = { 0 };
+	struct hashlb_error_list errs = { 0 };
 	struct hlb_pool_changes changes = { 0 };
 	char w0[16], w1[16];
 	struct hashlb_config *cfg;
@@ -944,11 +952,14 @@ static int reload(struct hlb_control *ctl, const char *by, struct hashlb_error *
 		err = &local;
 	/* with the running config: a backend stays where it is while its name
 	 * still has that address, though the answer rotated */
-	ret = hashlb_config_load_after(ctl->config_path, load_flags(ctl), ctl->cfg, &cfg, err);
-	if (ret < 0) {
-		reload_failed(ctl, by, err);
+	/* every error counted: the refusal says how many more than the first the file has */
+	ret = hashlb_config_load_after_list(ctl->config_path, load_flags(ctl), ctl->cfg, &cfg, err,
+					    &errs);
+	if (ret < 0)
+		reload_failed(ctl, by, err, errs.total);
+	hashlb_error_list_free(&errs);
+	if (ret < 0)
 		return ret;
-	}
 	ret = admin_clash(ctl, cfg, err);
 	if (ret == 0)
 		ret = hlb_control_weights_fit(ctl, cfg, err);
@@ -958,7 +969,7 @@ static int reload(struct hlb_control *ctl, const char *by, struct hashlb_error *
 		if (err->line && !err->file)
 			err->file = ctl->config_path;
 		hashlb_config_free(cfg);
-		reload_failed(ctl, by, err);
+		reload_failed(ctl, by, err, 1);
 		return ret;
 	}
 	keep_overrides(ctl->cfg, cfg);

@@ -121,6 +121,10 @@ struct hlb_control {
 	bool stopping; /* shutdown began: draining, no reload */
 	struct hashlb_error last_reload_err;
 	char last_reload_file[256]; /* last_reload_err.file points here */
+	/* the errors the last reload refused found in the file (hashlb_error_list's total), 1
+	 * when last_reload_err is all: "and 4 more" in its log line and answer, as an operator
+	 * fixing the first and reloading again learnt of the next one a reload at a time */
+	size_t last_reload_errors;
 	/* resolve_every: the current config's text parsed again and its names
 	 * resolved off the loop; applied when an address changed */
 	struct hlb_timer resolve_timer;

@@ -1435,6 +1435,60 @@ def ctl_reload_says_a_file_error_once():
     check(lb.stop() == 0, "exit 0")
 
 
+def a_refused_reload_counts_the_other_errors():
+    """A reload refused for a file of three independent mistakes says the first, as before,
+    and how many more the file has, where hashlb check lists them: in the reload's answer (a
+    line of its own, text; "errors" in JSON), in its one log line (errors=3), in ctl status
+    (text and JSON), by SIGHUP too. Before, the first alone: fixed and reloaded, the next one
+    showed, a reload at a time."""
+    t = [("a", "127.0.0.1:1")]  # never dialled
+    off = "enabled: false"
+    lb = Lb(config(t, health=off))
+    # line 10 col 22, line 11 col 5, line 15 col 17 (config(): the backend's keys at 13-15)
+    lb.rewrite(config([(*t[0], "weight: -3")], health=off,
+                      extra="connect_retries: many\ntabel_size: 101"))
+    # the first the loader finds, which a reload said before too: the unknown key here, not
+    # the first in the file
+    retries = f"{lb.path}:10:22: error: 'connect_retries' must be an integer, found 'many'"
+    tabel = (f"{lb.path}:11:5: error: unknown key 'tabel_size' in service (did you mean "
+             "'table_size'?)")
+    rc, so, se, logged = lb.reload()
+    check(rc == 1 and se.splitlines() == [
+              tabel, f"and 2 more errors: hashlb check -c {lb.path} lists them",
+              "reload refused, the running config keeps serving"],
+          f"the answer: the first error, then how many more: {rc} {se!r}")
+    failed = [logfmt_fields(l) for l in logged if 'msg="reload failed' in l]
+    check(len(failed) == 1 and failed[0].get("line") == "11" and
+          failed[0].get("errors") == "3" and "hashlb check" in failed[0].get("note", ""),
+          f"one log line, with the count: {logged}")
+    rc, so, se = lb.ctl("--json", "reload")
+    answer = json.loads(se)
+    check(rc == 1 and answer["error"]["line"] == 11 and answer.get("errors") == 3,
+          f"--json: the first error and errors: 3: {se!r}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and f"{tabel}\n  and 2 more errors in the file: hashlb check lists them\n"
+          in so,
+          f"ctl status says how many more: {so!r}")
+    check(lb.status()["reloads"]["last_error"]["errors"] == 3, "and /status' JSON")
+    n = len(lb.log)
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait(lambda: any('msg="reload failed' in l and " errors=3 " in l
+                              for l in lb.log[n:])) is not None, f"SIGHUP too: {lb.log[n:]}")
+    # ctl -c FILE reload: the refusal says FILE's first error and the count, said once
+    rc, so, se = lb.ctl("-c", lb.path, "reload")
+    check(rc == 1 and se.count("error:") == 1 and "and 2 more errors" in se,
+          f"ctl -c FILE reload: the refusal alone, which counts the rest: {rc} {se!r}")
+    # one error: one line, as always, no count
+    lb.rewrite(config(t, health=off, extra="connect_retries: many"))
+    rc, so, se, logged = lb.reload()
+    check(rc == 1 and se.splitlines() == [retries, "reload refused, the running config keeps "
+                                                   "serving"] and
+          not any(" errors=" in l for l in logged) and
+          json.loads(lb.ctl("--json", "reload")[2])["errors"] == 1,
+          f"a single error says no count: {se!r} {logged}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def two_names_at_one_address_are_warned():
     """Two backends of a service at one address (an IPv4-mapped one as the IPv4 address it is)
     load, as each name takes its own share (a weight written twice, or two names of a DNS
@@ -2020,6 +2074,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            a_dual_stack_wildcard_to_its_ipv4_address_moves_nobody,
            a_backend_given_another_address_moves_its_clients,
            a_relative_path_is_said_absolute, ctl_reload_json_matches_the_message, ctl_reload_says_a_file_error_once,
+           a_refused_reload_counts_the_other_errors,
            two_names_at_one_address_are_warned,
            a_duration_without_a_unit_is_warned,
            reloads_give_the_old_tables_back,
