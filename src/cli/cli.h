@@ -54,7 +54,8 @@ struct cli_command {
 	"  the options.\"\n"                                                      \
 	"\n"
 #define CLI_ERRORS_CONFIG "; a configuration's \"FILE:LINE:COL: error: WHAT\""
-/* ... of a command that says every error of a config (check, run: cli_print_config_errors()) */
+/* ... of a command that says every error of a config (check, run, lookup -c, ctl -c:
+ * cli_print_config_errors()) */
 #define CLI_ERRORS_CONFIG_LIST                                  \
 	"; a configuration's \"FILE:LINE:COL: error: WHAT\",\n" \
 	"  a line each of its errors, then how many"

@@ -205,7 +205,7 @@ static void usage(FILE *f)
 		"  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
 		"  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
 		"  curl -s 127.0.0.1:9901/metrics\n",
-		"ctl", "-t or --timeout", CLI_ERRORS_CONFIG, "ctl");
+		"ctl", "-t or --timeout", CLI_ERRORS_CONFIG_LIST, "ctl");
 }
 
 /* CLOCK_MONOTONIC in ms: the waits are on the clock, not counted per read or per poll */
@@ -726,13 +726,14 @@ static void reload_note_other_file(const char *body, const char *config)
  */
 struct ctl_file_error {
 	struct hashlb_error err;
+	struct hashlb_error_list list; /* each of FILE's errors, as hashlb check says them */
 	char note[512];
 	bool held;
 };
 
 static void file_error_print(const struct ctl_file_error *fe)
 {
-	cli_print_error(&fe->err);
+	cli_print_config_errors(&fe->err, &fe->list);
 	cli_notice("%s", fe->note);
 }
 
@@ -1577,7 +1578,8 @@ static int ctl_options_after(int argc, char **argv, int from, const char *optstr
 	return n;
 }
 
-int cmd_ctl(int argc, char **argv)
+/* cmd_ctl(), <fe> the -c FILE's errors: freed by the caller, whichever way this returns */
+static int ctl_run(int argc, char **argv, struct ctl_file_error *fe)
 {
 	static const struct option opts[] = {
 		{ "admin", required_argument, NULL, 'a' },
@@ -1597,7 +1599,6 @@ int cmd_ctl(int argc, char **argv)
 	struct sockaddr_storage ss, given;
 	socklen_t len = 0, given_len = 0;
 	const char *admin_given = NULL;
-	struct ctl_file_error fe = { 0 };
 	char q[1024] = "";
 	uint64_t v, top;
 	pid_t pid;
@@ -1660,7 +1661,8 @@ int cmd_ctl(int argc, char **argv)
 		unsigned load_flags =
 			HASHLB_LOAD_NO_RESOLVE | (admin_given ? HASHLB_LOAD_ADMIN_GIVEN : 0);
 
-		if (hashlb_config_load_flags(o.config, load_flags, &cfg, &err) < 0) {
+		/* every error, said as hashlb check says them (file_error_print()) */
+		if (hashlb_config_load_list(o.config, load_flags, &cfg, &err, &fe->list) < 0) {
 			struct hashlb_error admin_err = { 0 };
 			int r = -EIO;
 
@@ -1678,7 +1680,7 @@ int cmd_ctl(int argc, char **argv)
 			if (r == -ENOENT && admin_given) {
 				/* no admin key before a YAML error, and none needed: --admin
 				 * gives the address (this said "give --admin ADDR", given) */
-				fe.err = admin_err.msg[0] ? admin_err : err;
+				fe->err = admin_err.msg[0] ? admin_err : err;
 				cfg = NULL;
 			} else if (r < 0) {
 				/* --pid: no SIGHUP either, as ctl knows no endpoint
@@ -1701,12 +1703,12 @@ int cmd_ctl(int argc, char **argv)
 						  cli_path(o.config), none);
 				return 1;
 			} else {
-				fe.err = err;
+				fe->err = err;
 			}
 			/* a reload's answer may say the same (ctl_reload()): held till then */
-			fe.held = !strcmp(cmd, "reload") && !pid;
-			if (!fe.held)
-				cli_print_error(&fe.err);
+			fe->held = !strcmp(cmd, "reload") && !pid;
+			if (!fe->held)
+				cli_print_config_errors(&fe->err, &fe->list);
 			/* reload --pid (a unit's ExecReload=): pid's reload of the file
 			 * would fail; asking it would only log, and count, a failed one */
 			if (pid) {
@@ -1732,24 +1734,24 @@ int cmd_ctl(int argc, char **argv)
 					   "start on it: upgrading all the same (--force)\n",
 					   cli_path(o.config));
 			else if (!admin_given) /* cfg: read up to its admin key */
-				snprintf(fe.note, sizeof(fe.note),
+				snprintf(fe->note, sizeof(fe->note),
 					 "%s has errors (above), a reload would refuse it: its "
 					 "admin address is used all the same\n",
 					 cli_path(o.config));
 			else /* FILE's admin key or not, --admin's address is the one asked:
 			      * "its admin address is used" said otherwise with one */
-				snprintf(fe.note, sizeof(fe.note),
+				snprintf(fe->note, sizeof(fe->note),
 					 "%s has errors (above), a reload would refuse it: %s %s "
 					 "is used\n",
 					 cli_path(o.config), o.admin_opt, admin_given);
-			if (fe.note[0] && !fe.held)
-				cli_notice("%s", fe.note);
+			if (fe->note[0] && !fe->held)
+				cli_notice("%s", fe->note);
 		}
 		/* no cfg: FILE could not be read up to an admin key, and --admin gives it */
 		if (cfg && admin_given &&
 		    cli_admin_apply(cfg, o.config, admin_given, &given, given_len) < 0) {
 			hashlb_config_free(cfg);
-			file_error_flush(&fe);
+			file_error_flush(fe);
 			return 1;
 		}
 		ctl_admin_file_default = cfg && !cfg->admin_pos.line;
@@ -1758,7 +1760,7 @@ int cmd_ctl(int argc, char **argv)
 		admin_text = cfg ? cfg->admin : admin_given;
 		if (!admin_len) {
 			hashlb_config_free(cfg);
-			file_error_flush(&fe);
+			file_error_flush(fe);
 			if (admin_given)
 				snprintf(q, sizeof(q), "the admin endpoint is off (%s off)",
 					 o.admin_opt);
@@ -1785,7 +1787,7 @@ int cmd_ctl(int argc, char **argv)
 				return ctl_sighup(pid, q, o.json);
 			}
 			/* connecting there is refused, which would say nothing is listening */
-			file_error_flush(&fe);
+			file_error_flush(fe);
 			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
 				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
 				  "give --admin ADDR\n",
@@ -1797,7 +1799,7 @@ int cmd_ctl(int argc, char **argv)
 		len = admin_len;
 		/* the weights the new process takes over, in FILE's table_memory (not when
 		 * forced, nor with errors: the loader did not count its tables) */
-		if (!strcmp(cmd, "upgrade") && cfg && !fe.err.msg[0] && !o.force &&
+		if (!strcmp(cmd, "upgrade") && cfg && !fe->err.msg[0] && !o.force &&
 		    upgrade_weights_fit(&ss, len, cfg, &err) < 0) {
 			err.file = o.config;
 			cli_print_error(&err);
@@ -1824,7 +1826,7 @@ int cmd_ctl(int argc, char **argv)
 		if (!strcmp(cmd, "reload") && pid)
 			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, o.json);
 		if (!strcmp(cmd, "reload"))
-			return ctl_reload(&ss, len, q, o.json, o.config, fe.held ? &fe : NULL);
+			return ctl_reload(&ss, len, q, o.json, o.config, fe->held ? fe : NULL);
 		return ctl_request(&ss, len, "GET", "/status", q, o.json);
 	}
 	if (!strcmp(cmd, "table")) {
@@ -1861,4 +1863,13 @@ int cmd_ctl(int argc, char **argv)
 	param(q, sizeof(q), "service", o.service);
 	param(q, sizeof(q), "backend", argv[optind]);
 	return ctl_request(&ss, len, "POST", "/close", q, o.json);
+}
+
+int cmd_ctl(int argc, char **argv)
+{
+	struct ctl_file_error fe = { 0 };
+	int ret = ctl_run(argc, argv, &fe);
+
+	hashlb_error_list_free(&fe.list);
+	return ret;
 }

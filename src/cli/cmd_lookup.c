@@ -75,7 +75,7 @@ static void usage(FILE *f)
 		"  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n"
 		"  hashlb lookup -c configs/demo.yaml 127.0.0.7 127.0.0.8\n"
 		"  hashlb lookup -c configs/demo.yaml --down b 127.0.0.7\n",
-		"lookup", "-S or --seed", CLI_ERRORS_CONFIG, "lookup");
+		"lookup", "-S or --seed", CLI_ERRORS_CONFIG_LIST, "lookup");
 }
 
 /*
@@ -225,11 +225,18 @@ static int config_table(const char *path, const char *service, const char *down,
 	struct hashlb_config *c = NULL;
 	struct hashlb_table *t = NULL;
 	struct hashlb_error err;
+	struct hashlb_error_list errs = { 0 };
 	int r;
 
-	if (hashlb_config_load_flags(path, HASHLB_LOAD_NO_RESOLVE, &c, &err) < 0 ||
-	    (config_has_each_address(c) &&
-	     hashlb_config_resolve(c, HASHLB_RESOLVE_TIMEOUT_MS, &err) < 0)) {
+	/* every error, as hashlb check says them: a file of five mistakes fixed in one round */
+	r = hashlb_config_load_list(path, HASHLB_LOAD_NO_RESOLVE, &c, &err, &errs);
+	if (r < 0)
+		cli_print_config_errors(&err, &errs);
+	hashlb_error_list_free(&errs);
+	if (r < 0)
+		return 1;
+	if (config_has_each_address(c) &&
+	    hashlb_config_resolve(c, HASHLB_RESOLVE_TIMEOUT_MS, &err) < 0) {
 		if (err.file)
 			err.file = path; /* not c's copy, freed here */
 		cli_print_error(&err);

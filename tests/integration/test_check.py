@@ -742,6 +742,11 @@ with tempfile.TemporaryDirectory() as tmp:
               r.stderr == want + f"hashlb {cmd}: 5 errors\n",
               f"{cmd} of a config with 5 mistakes says each, then the count: {r.returncode} "
               f"{r.stderr!r}")
+    # and lookup -c, which loads it as check does (it said the first alone)
+    r = run("lookup", "-c", path, "10.0.0.1")
+    check(r.returncode == 1 and r.stdout == "" and r.stderr == want + "hashlb lookup: 5 errors\n",
+          f"lookup -c of a config with 5 mistakes says each, then the count: {r.returncode} "
+          f"{r.stderr!r}")
     # the health timeout is checked against the interval as written: an interval refused
     # leaves its default, 2s, which a timeout of 5s is no error of; one error is one line, as
     # it always was, no count

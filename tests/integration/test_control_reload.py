@@ -1440,7 +1440,8 @@ def a_refused_reload_counts_the_other_errors():
     and how many more the file has, where hashlb check lists them: in the reload's answer (a
     line of its own, text; "errors" in JSON), in its one log line (errors=3), in ctl status
     (text and JSON), by SIGHUP too. Before, the first alone: fixed and reloaded, the next one
-    showed, a reload at a time."""
+    showed, a reload at a time. hashlb ctl -c FILE, which reads FILE for its admin address,
+    says each of FILE's errors and their count, as hashlb check does (it said the first)."""
     t = [("a", "127.0.0.1:1")]  # never dialled
     off = "enabled: false"
     lb = Lb(config(t, health=off))
@@ -1474,6 +1475,12 @@ def a_refused_reload_counts_the_other_errors():
     lb.proc.send_signal(signal.SIGHUP)
     check(lb.wait(lambda: any('msg="reload failed' in l and " errors=3 " in l
                               for l in lb.log[n:])) is not None, f"SIGHUP too: {lb.log[n:]}")
+    # ctl -c FILE: each of FILE's errors, then their count, as check says them
+    rc, so, se = lb.ctl("-c", lb.path, "status")
+    check(rc == 0 and se.startswith(
+              f"{retries}\n{tabel}\n{lb.path}:15:17: error: 'weight' -3 is out of range "
+              "0..10000\nhashlb ctl: 3 errors\n"),
+          f"ctl -c FILE says each of FILE's errors: {rc} {se!r}")
     # ctl -c FILE reload: the refusal says FILE's first error and the count, said once
     rc, so, se = lb.ctl("-c", lb.path, "reload")
     check(rc == 1 and se.count("error:") == 1 and "and 2 more errors" in se,
