@@ -759,6 +759,17 @@ with tempfile.TemporaryDirectory() as tmp:
                                                     "duration") and
           len(r.stderr.splitlines()) == 1,
           f"a timeout is not checked against an interval refused: {r.returncode} {r.stderr!r}")
+    # a config with errors is not read whole: its warnings are not looked for (they would be
+    # of the defaults left for values refused), the errors alone said (--help, operations.md)
+    with open(path, "w") as f:
+        f.write("admin:\n" + MULTI.replace("workers: 0\n", "")
+                .replace("tabel_size: 101", "table_size: 101")
+                .replace("timeout: 5s", "timeout: 1s")
+                .replace("127.0.0.1:99999", "127.0.0.1:18392"))
+    r = run("check", "-c", path)
+    check(r.returncode == 1 and
+          r.stderr == f"{path}:9:53: error: 'weight' -3 is out of range 0..10000\n",
+          f"with errors, no warning (admin: with no value): {r.returncode} {r.stderr!r}")
     # past 20, the first 20 and how many more
     with open(path, "w") as f:
         f.write("".join(f"bad{i}: 1\n" for i in range(25)) + MULTI.replace("workers: 0\n", ""))
