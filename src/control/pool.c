@@ -1830,22 +1830,26 @@ static bool retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounc
 /*
  * Maglev: <b>'s run of failed checks ended with a check passed. The retry table made for them
  * (retry_watch()) is dropped at a build, when no backend of the service fails any more (the
- * next snapshot then has no retry table; with another failing, the next build that comes
- * drops <b> from it, as for a backend whose connects succeed again, rather than populate a
- * table of the others now). The table of that build is made from it (need_full aside), and
- * keeps its survivors' table, as a table back up after an outage keeps that outage's: 2
- * bytes a slot where the retry table held 4, and <b>'s next run of failed checks, or its
- * verdict, copies it rather than populate it again.
+ * next snapshot then has no retry table). The table of that build is made from it (need_full
+ * aside), and keeps its survivors' table, as a table back up after an outage keeps that
+ * outage's: 2 bytes a slot where the retry table held 4, and <b>'s next run of failed checks,
+ * or its verdict, copies it rather than populate it again. With another failing connects
+ * meanwhile (down in that table too), the build makes the retry table of the others alone:
+ * else the clients retried away from them were kept off <b>, up all along, and went to it
+ * once they were down (moved twice), and their verdict, its down set another, populated.
  */
 static void retry_release(struct hlb_pool_backend *b)
 {
 	struct hlb_pool_service *s = b->svc;
 	const struct hlb_snapshot *snap = hlb_service_snapshot(s->rt);
 
-	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || !snap || !snap->retry_table ||
-	    service_failing(s))
+	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || !snap || !snap->retry_table)
 		return;
-	s->retry_released = true;
+	if (!service_failing(s))
+		s->retry_released = true;
+	else if (b->idx >= snap->n_backends || snap->backends[b->idx] != b->rt ||
+		 !hashlb_table_backend_down(snap->retry_table, b->idx))
+		return;
 	service_schedule(s, false);
 }
 

@@ -507,13 +507,14 @@ static void test_failed_check_prepares_the_verdicts_table(void **state)
  * those made (a build at once), and the table in use is the one before, to the fingerprint; it
  * keeps that backend's survivors' table, as a table back up after an outage does, so that its
  * next run of failed checks builds nothing and its verdict copies (a check that fails now and
- * then populated once, not once a run). Not while another backend fails connects: the retry
- * table stays for it, and no build is made for the one that recovered.
+ * then populated once, not once a run). While another backend fails connects, the build
+ * drops the one that recovered from the retry table, which is then the other's alone.
  */
 static void test_passed_check_drops_the_prepared_table(void **state)
 {
 	struct fixture f;
 	struct hlb_pool_backend *b3, *b5, *b7;
+	const struct hashlb_table *retry;
 	uint64_t fp0, published;
 
 	(void)state;
@@ -544,7 +545,10 @@ static void test_passed_check_drops_the_prepared_table(void **state)
 		hlb_pool_health_result(b3, true);
 	loop_to_build(&f);
 
-	/* b5 fails connects meanwhile: b7's recovery leaves the retry table to it */
+	/* b5 fails connects meanwhile: b7's recovery leaves the retry table to b5 alone, at a
+	 * build (one that b5's verdict copies). Before, b7 stayed down in it until b5's verdict:
+	 * b5's clients retried away from it were kept off b7, up all along, where they went
+	 * once b5 was down (they moved twice), and b5's verdict populated its survivors again. */
 	hlb_pool_health_result(b7, false);
 	loop_to_build(&f);
 	atomic_store(&b5->rt->consecutive_fail, 1);
@@ -554,8 +558,14 @@ static void test_passed_check_drops_the_prepared_table(void **state)
 	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->retry_table, 5));
 	published = f.published;
 	hlb_pool_health_result(b7, true);
-	assert_false(f.svc->dirty);
-	assert_int_equal(f.published, published);
+	assert_true(f.svc->dirty);
+	loop_to_build(&f);
+	assert_int_equal(f.published, published + 1);
+	retry = hlb_pool_snapshot(f.svc)->retry_table;
+	assert_false(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 7));
+	assert_false(hashlb_table_backend_down(retry, 7));
+	assert_true(hashlb_table_backend_down(retry, 5));
+	assert_int_equal(hashlb_table_fingerprint(retry), fresh_fingerprint(&f, 5));
 	fixture_teardown(&f);
 }
 
