@@ -434,8 +434,14 @@ static void loop_to_build(struct fixture *f)
 	assert_false(f->svc->dirty);
 }
 
-/* The fingerprint of <f>'s table built anew (hashlb_table_build()) with backend <down> down. */
-static uint64_t fresh_fingerprint(const struct fixture *f, uint32_t down)
+/*
+ * The fingerprint of <f>'s table built anew (hashlb_table_build()) with the backends of
+ * <down_mask> down (bit i: backend i); with <like> (NULL accepted), which must send each of
+ * N_HASHES hashes where that table does (a fingerprint carried over from a table it was
+ * copied from vouches for the slots no more than that table's did).
+ */
+static uint64_t fresh_fingerprint_like(const struct fixture *f, uint32_t down_mask,
+				       const struct hashlb_table *like)
 {
 	const struct hashlb_service_cfg *c = &f->cfg->services[0];
 	struct hashlb_backend_spec *spec = calloc(c->n_backends, sizeof(*spec));
@@ -444,12 +450,28 @@ static uint64_t fresh_fingerprint(const struct fixture *f, uint32_t down)
 
 	for (uint32_t i = 0; i < c->n_backends; i++)
 		spec[i] = (struct hashlb_backend_spec){ c->backends[i].name, c->backends[i].weight,
-							i == down };
+							(down_mask >> i) & 1 };
 	assert_int_equal(hashlb_table_build(&c->table, spec, c->n_backends, &t, NULL), 0);
+	for (uint32_t i = 0; like && i < N_HASHES; i++)
+		assert_int_equal(hashlb_table_lookup(like, mix(i)), hashlb_table_lookup(t, mix(i)));
 	fp = hashlb_table_fingerprint(t);
 	hashlb_table_free(t);
 	free(spec);
 	return fp;
+}
+
+/* The fingerprint of <f>'s table built anew with backend <down> down. */
+static uint64_t fresh_fingerprint(const struct fixture *f, uint32_t down)
+{
+	return fresh_fingerprint_like(f, 1u << down, NULL);
+}
+
+/* <f>'s table in use is the one built anew with the backends of <down_mask> down. */
+static void assert_fresh(const struct fixture *f, uint32_t down_mask)
+{
+	const struct hlb_snapshot *snap = hlb_pool_snapshot(f->svc);
+
+	assert_int_equal(snap->fingerprint, fresh_fingerprint_like(f, down_mask, snap->table));
 }
 
 /*
@@ -566,6 +588,46 @@ static void test_passed_check_drops_the_prepared_table(void **state)
 	assert_false(hashlb_table_backend_down(retry, 7));
 	assert_true(hashlb_table_backend_down(retry, 5));
 	assert_int_equal(hashlb_table_fingerprint(retry), fresh_fingerprint(&f, 5));
+	fixture_teardown(&f);
+}
+
+/*
+ * Maglev, beside a backend down for good: a first failed check's retry table has both down, a
+ * passing check makes the table in use from it, and each table in use is the one a process
+ * started anew with the same backends down would build (the clients established, and those
+ * of an upgrade's new process, map the same), to every lookup: after that pass, after the
+ * verdict that copies it, and once the backend down for good is back.
+ */
+static void test_prepared_table_beside_a_backend_down_builds_the_same(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b1, *b3;
+	const struct hlb_snapshot *snap;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 10);
+	b1 = hlb_pool_backend_find(f.svc, "b1");
+	b3 = hlb_pool_backend_find(f.svc, "b3");
+	backend_fail(b1);
+	loop_to_build(&f);
+	assert_fresh(&f, 1u << 1);
+	hlb_pool_health_result(b3, false);
+	loop_to_build(&f);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_true(hashlb_table_backend_down(snap->retry_table, 1));
+	assert_true(hashlb_table_backend_down(snap->retry_table, 3));
+	assert_fresh(&f, 1u << 1);
+	hlb_pool_health_result(b3, true);
+	loop_to_build(&f);
+	assert_null(hlb_pool_snapshot(f.svc)->retry_table);
+	assert_fresh(&f, 1u << 1);
+	backend_fail(b3);
+	loop_to_build(&f);
+	assert_fresh(&f, 1u << 1 | 1u << 3);
+	for (uint32_t k = 0; k < f.cfg->services[0].health.rise; k++)
+		hlb_pool_health_result(b1, true);
+	loop_to_build(&f);
+	assert_fresh(&f, 1u << 3);
 	fixture_teardown(&f);
 }
 
@@ -4410,6 +4472,7 @@ int main(void)
 		cmocka_unit_test(test_failing_word_builds_the_retry_table_at_once),
 		cmocka_unit_test(test_failed_check_prepares_the_verdicts_table),
 		cmocka_unit_test(test_passed_check_drops_the_prepared_table),
+		cmocka_unit_test(test_prepared_table_beside_a_backend_down_builds_the_same),
 		cmocka_unit_test(test_failed_check_of_a_flap_builds_nothing),
 		cmocka_unit_test(test_failed_check_beside_another_builds_nothing),
 		cmocka_unit_test(test_a_stream_of_changes_is_spaced_out),
