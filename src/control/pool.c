@@ -4598,10 +4598,11 @@ static bool totals_field(const char **at, char *out, size_t size)
 
 /* The values of a totals line at <v> (its first at index <first>) into <to> at <offs> (<n>):
  * each one this version knows of, kept if higher already; those past them (a later
- * version's) passed over. */
+ * version's) passed over: the walk ends at the list's end (an index near UINT64_MAX wrapped to
+ * its first counters). A field that is not a number of 64 bits alone ends the line's values. */
 static void totals_take(void *to, const size_t *offs, size_t n, uint64_t first, const char *v)
 {
-	for (uint64_t k = first;; k++) {
+	for (uint64_t k = first; k < n; k++) {
 		char *end;
 		uint64_t x;
 
@@ -4611,10 +4612,10 @@ static void totals_take(void *to, const size_t *offs, size_t n, uint64_t first, 
 			return;
 		errno = 0;
 		x = strtoull(v, &end, 10);
-		if (errno)
+		if (errno || (*end && *end != ' '))
 			return;
 		v = end;
-		if (k < n && x > total_of(to, offs[k]))
+		if (x > total_of(to, offs[k]))
 			*total_at(to, offs[k]) = x;
 	}
 }
@@ -4662,8 +4663,9 @@ uint32_t hlb_pool_carry_totals(struct hlb_pool *p, const char *text)
 		if ((!service && strcmp(kind, "totals")) || !totals_field(&at, svc, sizeof(svc)) ||
 		    (!service && !totals_field(&at, name, sizeof(name))) || *at < '0' || *at > '9')
 			continue;
+		errno = 0;
 		first = strtoull(at, &end, 10);
-		if (!(s = hlb_pool_service_find(p, svc)))
+		if (errno || !(s = hlb_pool_service_find(p, svc))) /* ERANGE: past every list */
 			continue;
 		if (service) {
 			totals_take(&s->carried, service_totals, N_TOTALS(service_totals), first,

@@ -2358,6 +2358,74 @@ static void test_handover_totals_widest_lines(void **state)
 }
 
 /*
+ * Totals lines cut short, of another hashlb's making or of a later version, change no counter
+ * but the one each value is listed for: an index at or past the list's end (up to UINT64_MAX,
+ * or a number that does not fit 64 bits) takes nothing, where before the index wrapped past
+ * UINT64_MAX and its next values landed on the list's first counters (connections, bytes).
+ * A value that does not fit, a sign, a letter end the line's values; a line with no index, or
+ * names and no values, is passed over.
+ */
+static void test_handover_totals_hostile_lines(void **state)
+{
+	struct hlb_service_counters sc;
+	struct hlb_pool_totals t;
+	struct hlb_pool_backend *b;
+	struct fixture f;
+	const char *whole = "totals web b1 0 18446744073709551615 1234567890123 1234567890123 1 "
+			    "2 3 4 5 99\n";
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	hlb_pool_carry_totals(f.pool, "totals web b1 18446744073709551615 7 8 9\n"
+				      "totals web b1 18446744073709551610 1 2 3 4 5 6 7 8 9\n"
+				      "totals web b1 99999999999999999999999 7 8 9\n"
+				      "service-totals web 18446744073709551615 7 8 9\n"
+				      "service-totals web 99999999999999999999 7 8 9\n"
+				      "totals web b1 41 5 5 5\n"
+				      "totals web b1\n"
+				      "totals web b1 \n"
+				      "totals web\n"
+				      "totals web b1 -1 5\n"
+				      "totals web b1 x 5\n"
+				      "service-totals web\n"
+				      "totals  web b1 0 5\n");
+	hlb_pool_backend_totals(b, &t);
+	assert_int_equal(t.c.total, 0);
+	assert_int_equal(t.c.bytes_in, 0);
+	assert_int_equal(t.c.bytes_out, 0);
+	assert_int_equal(t.c.connect_fail, 0);
+	hlb_pool_service_totals(f.svc, &sc);
+	assert_int_equal(sc.lookups, 0);
+	assert_int_equal(sc.total, 0);
+	assert_int_equal(sc.rejected, 0);
+	/* the values before one that does not fit (or is signed, or no number) are taken */
+	hlb_pool_carry_totals(f.pool, "totals web b1 0 4 99999999999999999999 6\n"
+				      "totals web b1 2 5 -6 7\n"
+				      "totals web b1 4 8 9x 10\n");
+	hlb_pool_backend_totals(b, &t);
+	assert_int_equal(t.c.total, 4);
+	assert_int_equal(t.c.bytes_in, 0);
+	assert_int_equal(t.c.bytes_out, 5);
+	assert_int_equal(t.c.connect_fail, 0);
+	assert_int_equal(t.c.connect_timeout, 8);
+	assert_int_equal(t.c.retries, 0);
+	/* a line cut at any byte: no value past the cut, none above the one written */
+	for (size_t cut = 0; cut <= strlen(whole); cut++) {
+		char *text = strndup(whole, cut);
+
+		assert_non_null(b->carried);
+		memset(b->carried, 0, sizeof(*b->carried));
+		hlb_pool_carry_totals(f.pool, text);
+		hlb_pool_backend_totals(b, &t);
+		assert_true(t.c.bytes_in <= 1234567890123 && t.c.bytes_out <= 1234567890123 &&
+			    t.c.connect_fail <= 1 && t.c.full <= 99 && !t.checks_ok);
+		free(text);
+	}
+	fixture_teardown(&f);
+}
+
+/*
  * Up only as assumed (no check passed it yet) or seen up by a check, handed over as it is:
  * one seen up there went down in the new process as if never known up, its first down no
  * flap (hashlb_backend_flaps_total one short, its damping a flap behind); one only assumed up
@@ -4494,6 +4562,7 @@ int main(void)
 		cmocka_unit_test(test_handover_carries_totals),
 		cmocka_unit_test(test_added_back_service_keeps_its_carried_totals),
 		cmocka_unit_test(test_handover_totals_widest_lines),
+		cmocka_unit_test(test_handover_totals_hostile_lines),
 		cmocka_unit_test(test_handover_carries_up_only_assumed),
 		cmocka_unit_test(test_handover_seen_up_is_of_the_backends_the_old_one_had),
 		cmocka_unit_test(test_handover_health_is_of_the_address),
