@@ -45,6 +45,7 @@ struct retired {
 	/* the counters an upgrade in place carried to it, which a reload adding it back takes
 	 * back with <rt>'s: without them its series would go back by as much */
 	struct hlb_service_counters carried;
+	struct hlb_backend_counters gone_carried; /* its backends' that went, the same way */
 	/* its timeouts.drain ends: until then a reload adding it back takes its backends back,
 	 * their bytes with them, so its totals wait for it (pool_reap_retired()) */
 	uint64_t deadline_ms;
@@ -1369,6 +1370,8 @@ static void service_forget_backend(struct hlb_pool_service *s, struct hlb_pool_b
 
 	if (s) {
 		s->n_gone++;
+		if (b->carried)
+			hlb_backend_counters_add(&s->gone_carried, &b->carried->c);
 		/* held elsewhere (acquire: what a worker counted before it let go is
 		 * read): kept to be read live until it is let go, if there is room */
 		if (atomic_load_explicit(&b->rt->refs, memory_order_acquire) > 1 &&
@@ -1419,12 +1422,16 @@ static void service_gone_read(const struct hlb_pool_service *s, struct hlb_backe
 uint32_t hlb_pool_service_drained(const struct hlb_pool_service *s,
 				  struct hlb_backend_counters *ret)
 {
-	struct hlb_backend_counters sum, c;
+	struct hlb_backend_counters sum;
+	struct hlb_pool_totals t;
 
+	/* as their rows showed them: an upgrade in place's carried counts too, as the
+	 * service's totals have them */
 	service_gone_read(s, &sum);
+	hlb_backend_counters_add(&sum, &s->gone_carried);
 	for (uint32_t i = 0; i < s->n_drained; i++) {
-		hlb_backend_counters_read(s->drained[i]->rt, &c);
-		hlb_backend_counters_add(&sum, &c);
+		hlb_pool_backend_totals(s->drained[i], &t);
+		hlb_backend_counters_add(&sum, &t.c);
 	}
 	*ret = sum;
 	return s->n_gone + s->n_drained;
@@ -1522,6 +1529,7 @@ static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s, struct r
 		r->bes[r->n_bes++] = hlb_backend_ref(hlb_pool_service_series_at(s, j)->rt);
 	r->rt = hlb_service_ref(s->rt);
 	r->carried = s->carried;
+	r->gone_carried = s->gone_carried;
 	p->retired[p->n_retired++] = *r;
 	*r = (struct retired){ 0 };
 }
@@ -1664,6 +1672,7 @@ static void retired_taken_back(struct hlb_pool *p, struct hlb_pool_service *s)
 		s->gone.bytes_in += r->gone_in;
 		s->gone.bytes_out += r->gone_out;
 		s->carried = r->carried;
+		hlb_backend_counters_add(&s->gone_carried, &r->gone_carried);
 		r->n_bes = 0;
 		/* no longer removed since its snapshot was published (hlb_pool_apply()) */
 		retired_free(r); /* its reference to <rt>: <s> holds its own */

@@ -132,6 +132,11 @@ struct hlb_pool_service {
 	 * count them. */
 	struct hlb_backend_counters gone;
 	uint32_t n_gone;
+	/* Of those, the counts an upgrade in place carried to them (hlb_pool_carry_totals()):
+	 * hlb_pool_service_drained() alone counts them, with those of <drained> (as /status
+	 * shows them), so that its rows and "drained" add up to the service's totals, which
+	 * carried theirs; not the process's own, hlb_pool_service_bytes(). */
+	struct hlb_backend_counters gone_carried;
 	/* Of those, the ones a worker still holds (one reference each): a client
 	 * waiting in its queue after a failed connect counts that failure's retry
 	 * under the backend that failed once it is served, however long after.

@@ -1829,6 +1829,20 @@ def upgrade_carries_the_totals():
             m = re.search(r"connections: \d+ active, (\d+) total", so)
             check(rc == 0 and m and int(m.group(1)) >= conns,
                   f"upgrade {k}: and ctl status: {m and m.group(0)}")
+        # a reload then removes c: once it has drained, /status's rows and `drained` still
+        # add up to the service's total, c's carried connections in `drained` as in its row
+        # (before, `drained` had c's own alone, short by those of the processes before)
+        c_total = old.backend("c")["total"]
+        old.rewrite(config([b for b in BACKENDS if b[0] != "c"], admin=old.admin,
+                           listen=f"{LISTEN[0]}:{LISTEN[1]}"))
+        rc, so, se = old.ctl("reload")
+        check(rc == 0 and old.wait(lambda: not old.service()["draining"]) is not None,
+              f"c removed and drained: {se}")
+        st = old.service()
+        rows = sum(b["total"] for b in st["backends"]) + st["drained"]["total"]
+        check(st["drained"]["total"] == c_total and rows == st["connections"]["total"],
+              f"the rows and drained add up to the service's: {rows} of "
+              f"{st['connections']['total']}, drained {st['drained']['total']} of c's {c_total}")
         check(exit_status(old.proc, 30) == 0, "the first process drained and exited 0")
     finally:
         kill(*pids)

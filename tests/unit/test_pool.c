@@ -1703,33 +1703,36 @@ static void test_weights_after_a_service_added_back_are_those_it_serves_with(voi
 	fixture_teardown(&f);
 }
 
-/* The counts of a backend a reload removed stay in its service's drained aggregate
- * (hlb_pool_service_drained(), GET /status "drained") once it has drained, while its series
- * are kept and after they go (HLB_POOL_DRAINED_KEEP_MS): before, they went with its row. */
-static void test_drained_backends_keep_their_counts(void **state)
+/* b2 of web (b0..b2), given the counts <carried> handed over by an upgrade in place if not
+ * NULL, counts 7 connections and 100 bytes received, then a reload removes it: the drained
+ * aggregate has <total> connections and <out> bytes once it has drained, while its series are
+ * kept and after they go, and the rows and it add up to the service's total. */
+static void drained_keeps_counts(const char *carried, uint64_t total, uint64_t out)
 {
 	struct hlb_backend_counters c;
-	struct hashlb_config *next;
+	struct hlb_service_counters sc;
+	struct hlb_pool_totals t;
 	struct fixture f;
-	uint64_t t0;
+	uint64_t t0, rows = 0;
 
-	(void)state;
 	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	if (carried)
+		assert_int_equal(hlb_pool_carry_totals(f.pool, carried), 2);
 	atomic_store(&hlb_pool_backend_find(f.svc, "b2")->rt->wstats[0].established, 7);
 	atomic_store(&hlb_pool_backend_find(f.svc, "b2")->rt->wstats[1].bytes_out, 100);
+	atomic_store(&f.svc->rt->wstats[0].total, 7); /* the service's own, as b2's */
 	assert_int_equal(hlb_pool_service_drained(f.svc, &c), 0);
 	assert_int_equal(c.total, 0);
 
-	next = config_new(HASHLB_SCHEME_RING, 2);
-	fixture_reload(&f, next);
+	fixture_reload(&f, config_new(HASHLB_SCHEME_RING, 2));
 	t0 = hlb_now_ms();
 	while (f.svc->n_removed && hlb_now_ms() < t0 + 10000) /* a hang guard */
 		hlb_loop_run_once(f.loop, 10);
 	assert_int_equal(f.svc->n_removed, 0);
 	assert_int_equal(f.svc->n_drained, 1); /* kept for its series */
 	assert_int_equal(hlb_pool_service_drained(f.svc, &c), 1);
-	assert_int_equal(c.total, 7);
-	assert_int_equal(c.bytes_out, 100);
+	assert_int_equal(c.total, total);
+	assert_int_equal(c.bytes_out, out);
 
 	/* its series kept long enough, and its drain deadline (until which a reload adding it
 	 * back takes it back) past: freed at the next tick, its counts kept */
@@ -1741,9 +1744,36 @@ static void test_drained_backends_keep_their_counts(void **state)
 		hlb_loop_run_once(f.loop, 10);
 	assert_int_equal(f.svc->n_drained, 0);
 	assert_int_equal(hlb_pool_service_drained(f.svc, &c), 1);
-	assert_int_equal(c.total, 7);
-	assert_int_equal(c.bytes_out, 100);
+	assert_int_equal(c.total, total);
+	assert_int_equal(c.bytes_out, out);
+	hlb_pool_service_totals(f.svc, &sc);
+	for (uint32_t j = 0; j < f.svc->n_backends; j++) {
+		hlb_pool_backend_totals(f.svc->backends[j], &t);
+		rows += t.c.total;
+	}
+	assert_int_equal(rows + c.total, sc.total);
 	fixture_teardown(&f);
+}
+
+/* The counts of a backend a reload removed stay in its service's drained aggregate
+ * (hlb_pool_service_drained(), GET /status "drained") once it has drained, while its series
+ * are kept and after they go (HLB_POOL_DRAINED_KEEP_MS): before, they went with its row. */
+static void test_drained_backends_keep_their_counts(void **state)
+{
+	(void)state;
+	drained_keeps_counts(NULL, 7, 100);
+}
+
+/*
+ * The same with counts an upgrade in place carried to the backend and its service: the
+ * aggregate has what the row showed, the carried counts too, and the rows and it still add
+ * up to the service's totals, which carried theirs. Before, it had the backend's own counts
+ * alone, the carried ones lost once it drained (7 connections of 57).
+ */
+static void test_drained_backends_keep_their_carried_counts(void **state)
+{
+	(void)state;
+	drained_keeps_counts("service-totals web 1 50\ntotals web b2 0 50 0 1000\n", 57, 1100);
 }
 
 /* A service of the most backends a service may have (65,535) reloaded with its backends in
@@ -4555,6 +4585,7 @@ int main(void)
 		cmocka_unit_test(test_reload_weights_past_table_memory_say_where),
 		cmocka_unit_test(test_metrics_steer_every_counter),
 		cmocka_unit_test(test_drained_backends_keep_their_counts),
+		cmocka_unit_test(test_drained_backends_keep_their_carried_counts),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
 		cmocka_unit_test(test_handover_of_many_backends),
