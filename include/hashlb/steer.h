@@ -371,6 +371,17 @@ bool hashlb_steer_reads_closed(const struct hashlb_steer *s);
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
 			   const struct hashlb_steer_dest *dests, struct hashlb_error *err);
+/*
+ * The same, but the slots of the <n_held> backends <held_names> that <t> drops (a reload
+ * removed them, and they drain) stay theirs, as published, taking no new flow: their
+ * established flows keep them, as a drained backend's do. A backend of <t> takes such a slot
+ * only when no other is left. A later table without them in <held_names> frees their slots.
+ */
+int hashlb_steer_set_table_holding(struct hashlb_steer *s, const struct hashlb_table *t,
+				   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+				   const struct hashlb_steer_dest *dests,
+				   const char *const *held_names, uint32_t n_held,
+				   struct hashlb_error *err);
 
 /*
  * Forget what <s>'s table halves hold: hashlb_steer_set_table() keeps a copy

@@ -175,6 +175,15 @@ bool hashlb_steer_reads_closed(const struct hashlb_steer *s)
 	return false;
 }
 
+int hashlb_steer_set_table_holding(struct hashlb_steer *s, const struct hashlb_table *t,
+				   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+				   const struct hashlb_steer_dest *dests,
+				   const char *const *held_names, uint32_t n_held,
+				   struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
 			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)

@@ -3473,17 +3473,29 @@ static int slot_key_cmp(const void *a, const void *b)
 	return (x->slot > y->slot) - (x->slot < y->slot);
 }
 
+/* The pass of assign_slots() that may give slot <j> away: 0 free, 1 a dropped
+ * backend's, 2 a dropped backend's that drains (<held>). */
+static uint32_t slot_pass(const uint64_t *slot_id, const bool *held, uint32_t j)
+{
+	if (slot_id[j] == 0)
+		return 0;
+	return held[j] ? 2 : 1;
+}
+
 /*
  * Give each backend of <t> a slot: the one its id holds already, else a free
  * one (id 0), else one held by a backend of the table in force that <t>
  * drops (<ret_deferred>[slot] set: its new holder's value goes into the slot
  * only once <t> is in force, hashlb_steer_set_table()). <slot_id> holds the
- * ids in the slots now. Every backend gets one when <t> has no more backends
+ * ids in the slots now. A slot <held> (a dropped backend's that drains) is
+ * taken last, only when no other is left (its flows are lost then, as any
+ * dropped backend's). Every backend gets one when <t> has no more backends
  * than slots: each slot is one of <t>'s, free, or a dropped backend's.
  * Returns 0 or -ENOMEM.
  */
 static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
-			const uint64_t *slot_id, uint32_t *ret_slot, bool *ret_deferred)
+			const uint64_t *slot_id, const bool *held, uint32_t *ret_slot,
+			bool *ret_deferred)
 {
 	uint32_t n = hashlb_table_backend_count(t);
 	bool *claimed = calloc(s->backends_cap, sizeof(*claimed));
@@ -3519,8 +3531,9 @@ static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
 			claimed[ret_slot[i]] = true;
 	}
 	free(by_id);
-	/* Then a free slot (pass 0), else a dropped backend's (pass 1). */
-	for (int pass = 0; pass < 2; pass++) {
+	/* Then a free slot (pass 0), else a dropped backend's (pass 1), else a
+	 * draining one's (pass 2). */
+	for (uint32_t pass = 0; pass < 3; pass++) {
 		/* the slots before <from> are claimed or not of this pass */
 		for (uint32_t i = 0, from = 0; i < n; i++) {
 			uint32_t j;
@@ -3528,14 +3541,14 @@ static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
 			if (ret_slot[i] < s->backends_cap)
 				continue;
 			for (j = from; j < s->backends_cap &&
-				       (claimed[j] || (slot_id[j] != 0) != (pass == 1));
+				       (claimed[j] || slot_pass(slot_id, held, j) != pass);
 			     j++)
 				;
 			if (j == s->backends_cap)
 				continue;
 			claimed[j] = true;
 			ret_slot[i] = j;
-			ret_deferred[j] = pass == 1;
+			ret_deferred[j] = pass > 0;
 			from = j + 1;
 		}
 	}
@@ -3573,9 +3586,40 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 	return 0;
 }
 
+static int id_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Which slots of <s>'s table, as <slot_be> holds them, are those of the <n_held>
+ * backends named <held_names> that keep their flows: <ret_held>[slot]. -ENOMEM.
+ */
+static int slots_held(const struct hashlb_steer *s, const struct hlb_steer_backend *slot_be,
+		      const char *const *held_names, uint32_t n_held, bool *ret_held)
+{
+	uint64_t *ids;
+
+	if (!n_held)
+		return 0;
+	ids = calloc(n_held, sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < n_held; k++)
+		ids[k] = hashlb_steer_backend_id(held_names[k]);
+	qsort(ids, n_held, sizeof(*ids), id_cmp);
+	for (uint32_t j = 0; j < s->backends_cap; j++)
+		ret_held[j] = slot_be[j].id != 0 && (slot_be[j].flags & HLB_STEER_BACKEND_F_KEEP) &&
+			      bsearch(&slot_be[j].id, ids, n_held, sizeof(*ids), id_cmp);
+	free(ids);
+	return 0;
+}
+
 static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum hashlb_key key,
 		     const struct hashlb_src_prefix *prefix, const struct hashlb_steer_dest *dests,
-		     struct hashlb_error *err)
+		     const char *const *held_names, uint32_t n_held, struct hashlb_error *err)
 {
 	struct hashlb_table_view v;
 	struct hlb_steer_table meta;
@@ -3586,7 +3630,7 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 	struct hashlb_steer_dest *eff = NULL;
 	struct hlb_steer_backend *slot_be = NULL;
 	struct map_batch *bb = NULL, *sb = NULL;
-	bool *used = NULL, *deferred = NULL, any_wrap = false;
+	bool *used = NULL, *deferred = NULL, *held = NULL, any_wrap = false;
 	int ret;
 
 	hashlb_table_view(t, &v);
@@ -3632,13 +3676,14 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 	slot_inc = calloc(s->backends_cap, sizeof(*slot_inc));
 	used = calloc(s->backends_cap, sizeof(*used));
 	deferred = calloc(s->backends_cap, sizeof(*deferred));
+	held = calloc(s->backends_cap, sizeof(*held));
 	wrap = calloc(s->backends_cap, sizeof(*wrap));
 	eff = calloc(n ? n : 1, sizeof(*eff));
 	slot_be = calloc(s->backends_cap, sizeof(*slot_be));
 	bb = batch_new(s->fd[M_BACKENDS], sizeof(be));
 	sb = batch_new(s->fd[M_BSLOTS], sizeof(be));
-	if (!slot || !inc || !slot_id || !slot_inc || !used || !deferred || !wrap || !eff ||
-	    !slot_be || !bb || !sb) {
+	if (!slot || !inc || !slot_id || !slot_inc || !used || !deferred || !held || !wrap ||
+	    !eff || !slot_be || !bb || !sb) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -3655,7 +3700,8 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 	 * that fitted only in the slots of backends it drops was refused,
 	 * -ENOSPC: the operator had to drop them with one update, then add
 	 * the new ones with the next). */
-	if (assign_slots(s, t, slot_id, slot, deferred) < 0) {
+	if (slots_held(s, slot_be, held_names, n_held, held) < 0 ||
+	    assign_slots(s, t, slot_id, held, slot, deferred) < 0) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -3761,12 +3807,18 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 			goto err_sys;
 	}
 	/* Backends no longer configured: their flows are rescheduled. The
-	 * incarnation stays, for the slot's next backend to take the next. */
+	 * incarnation stays, for the slot's next backend to take the next. One
+	 * held (removed, draining) keeps its slot as it was, MAC and incarnation,
+	 * for its established flows, and takes no new one. */
 	for (uint32_t j = 0; j < s->backends_cap; j++) {
 		if (used[j] || slot_id[j] == 0)
 			continue;
 		memset(&be, 0, sizeof(be));
 		be.incarnation = slot_inc[j];
+		if (held[j]) {
+			be = slot_be[j];
+			be.flags |= HLB_STEER_BACKEND_F_OUT;
+		}
 		ret = batch_add(sb, bslot(s, s->table, j), &be);
 		if (ret < 0)
 			goto err_sys;
@@ -3785,6 +3837,7 @@ out:
 	free(slot_inc);
 	free(used);
 	free(deferred);
+	free(held);
 	free(wrap);
 	free(eff);
 	free(slot_be);
@@ -3793,17 +3846,26 @@ out:
 	return ret;
 }
 
-int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
-			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
-			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)
+int hashlb_steer_set_table_holding(struct hashlb_steer *s, const struct hashlb_table *t,
+				   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+				   const struct hashlb_steer_dest *dests,
+				   const char *const *held_names, uint32_t n_held,
+				   struct hashlb_error *err)
 {
 	int fd, ret = publish_lock(s, &fd, err);
 
 	if (ret < 0)
 		return ret;
-	ret = set_table(s, t, key, prefix, dests, err);
+	ret = set_table(s, t, key, prefix, dests, held_names, n_held, err);
 	publish_unlock(fd);
 	return ret;
+}
+
+int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
+			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)
+{
+	return hashlb_steer_set_table_holding(s, t, key, prefix, dests, NULL, 0, err);
 }
 
 /* Add to the <n> 64-bit counters of <sum> the first <n> of each CPU's value

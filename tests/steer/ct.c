@@ -970,6 +970,69 @@ static void newcomer_wait(struct hashlb_steer *s)
 	hashlb_table_free(t3);
 }
 
+/*
+ * 4c. A backend a reload removed, draining (hashlb_steer_set_table_holding()),
+ * in a program of 3 slots: a,c,b (c in slot 1, b in 2). The table a,e drops b
+ * and c, holding c: e takes b's slot, not c's (the first dropped one, which
+ * it took before); c's flows go on to c by their entries, b's are
+ * rescheduled. Then a,e,f, c still held: no slot is left but c's, which f
+ * takes, c's flows rescheduled by the table, none sent to f by the slot.
+ */
+static void held_slot(struct hashlb_steer *s)
+{
+	static const char *const acb[] = { "a", "c", "b" }, *const ae[] = { "a", "e" },
+				 *const aef[] = { "a", "e", "f" }, *const c[] = { "c" };
+	struct hashlb_table *t1 = build(HASHLB_SCHEME_MAGLEV, acb, 3, NULL);
+	struct hashlb_table *t2 = build(HASHLB_SCHEME_MAGLEV, ae, 2, NULL);
+	struct hashlb_table *t3 = build(HASHLB_SCHEME_MAGLEV, aef, 3, NULL);
+	struct hlb_steer_stats st0, st1;
+	struct test_pkt f[60];
+	const char *first[60];
+	uint64_t rng = 29;
+	uint32_t n_b = 0, n_c = 0, bad = 0;
+	int be;
+
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t1, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < 60; i++) {
+		flow_init(&f[i], &rng, 0x0a00000a);
+		first[i] = send_name(t1, &f[i]);
+		n_b += same(first[i], "b");
+		n_c += same(first[i], "c");
+	}
+	CHECK(n_b > 0 && n_c > 0, "flows on b %u, on c %u: the test proves nothing", n_b, n_c);
+	test_publish_holding(s, t2, HASHLB_KEY_4TUPLE, NULL, NULL, c, 1);
+	st0 = stats(s);
+	for (int i = 0; i < 60; i++) {
+		/* c's by its slot (its MAC, index 1 in a,c,b), the others where a,e says */
+		if (same(first[i], "c"))
+			bad += send_pkt(&f[i], &be) != XDP_TX_ || be != 1;
+		else if (same(first[i], "b"))
+			bad += !same(send_name(t2, &f[i]), table_says(t2, &f[i]));
+		else
+			bad += !same(send_name(t2, &f[i]), first[i]);
+	}
+	st1 = stats(s);
+	CHECK(bad == 0 && st1.ct_resched - st0.ct_resched == n_b,
+	      "c held, b dropped: %u flows wrong; ct_resched %llu, b's %u", bad,
+	      (unsigned long long)(st1.ct_resched - st0.ct_resched), n_b);
+	test_publish_holding(s, t3, HASHLB_KEY_4TUPLE, NULL, NULL, c, 1);
+	st0 = stats(s);
+	for (int i = 0; i < 60; i++)
+		if (same(first[i], "c"))
+			bad += !same(send_name(t3, &f[i]), table_says(t3, &f[i]));
+	st1 = stats(s);
+	CHECK(bad == 0 && st1.ct_resched - st0.ct_resched == n_c,
+	      "c's slot taken by f: %u of c's %u flows not where the table says; ct_resched %llu",
+	      bad, n_c, (unsigned long long)(st1.ct_resched - st0.ct_resched));
+	printf("held slot: c's %u flows kept while it drained, e taking b's slot (b's %u flows "
+	       "rescheduled); f, with no other slot left, took c's: its flows rescheduled\n",
+	       n_c, n_b);
+	hashlb_table_free(t1);
+	hashlb_table_free(t2);
+	hashlb_table_free(t3);
+}
+
 /* The table of "a" and "r<k>", then "r0" if <r0>, equal weights. */
 static struct hashlb_table *a_and_r(uint32_t k, bool r0)
 {
@@ -1908,6 +1971,7 @@ int main(void)
 	s = load(0, 3, t3);
 	incarnation(s, true);
 	newcomer_wait(s);
+	held_slot(s);
 	hashlb_steer_free(s);
 	hashlb_table_free(t3);
 	hashlb_table_free(t);

@@ -418,10 +418,11 @@ static inline const char *test_table_says(const struct hashlb_table *t, const st
 }
 
 /* Publish <t> hashed by <key> over addresses cut to <prefix> (NULL: whole),
- * with backend i at test_backend_mac(i). */
-static inline void test_publish_prefix(struct hashlb_steer *s, const struct hashlb_table *t,
-				       enum hashlb_key key, const struct hashlb_src_prefix *prefix,
-				       const bool *drain)
+ * with backend i at test_backend_mac(i), the slots of the <n_held> backends
+ * <held> it drops kept for their flows (hashlb_steer_set_table_holding()). */
+static inline void test_publish_holding(struct hashlb_steer *s, const struct hashlb_table *t,
+					enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+					const bool *drain, const char *const *held, uint32_t n_held)
 {
 	uint32_t n = hashlb_table_backend_count(t);
 	struct hashlb_steer_dest *d = calloc(n, sizeof(*d));
@@ -432,11 +433,18 @@ static inline void test_publish_prefix(struct hashlb_steer *s, const struct hash
 		memcpy(d[i].src_mac, test_lb_mac, 6);
 		d[i].keep_flows = drain && drain[i];
 	}
-	if (hashlb_steer_set_table(s, t, key, prefix, d, &err) < 0) {
+	if (hashlb_steer_set_table_holding(s, t, key, prefix, d, held, n_held, &err) < 0) {
 		fprintf(stderr, "set_table: %s\n", err.msg);
 		exit(1);
 	}
 	free(d);
+}
+
+static inline void test_publish_prefix(struct hashlb_steer *s, const struct hashlb_table *t,
+				       enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+				       const bool *drain)
+{
+	test_publish_holding(s, t, key, prefix, drain, NULL, 0);
 }
 
 /* Publish <t> with backend i at test_backend_mac(i). */
