@@ -403,6 +403,7 @@ static int run(int argc, char **argv, char **again)
 		run_steer_free(steer);
 		return 1;
 	}
+	run_steer_set_plug(steer, plug);
 	hlb_control_plug_on_reload(plug, run_steer_sync, steer);
 	hlb_control_plug_on_stopping(plug, run_steer_stopping, steer);
 	hlb_control_plug_on_old_stopped(plug, run_steer_old_stopped, steer);

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "control/loop.h"
+#include "control/plug.h"
 #include "hashlb/config.h"
 #include "hashlb/steer.h"
 #include "run_steer.h"
@@ -104,6 +106,10 @@ struct run_steer_svc {
 	uint64_t n_refused; /* tables refused, for /metrics */
 	char **close_on_return; /* names of the backups configured so */
 	uint32_t n_close_on_return;
+	/* Backends a reload removed whose slots its last publication held for their
+	 * flows while they drain (draining_names()): refresh_tick() publishes again
+	 * once fewer drain, to free the slots of those whose drain ended. */
+	uint32_t n_held;
 	/* The MACs published with <generation>, by table index (zero: none). */
 	uint8_t (*macs)[6];
 	uint32_t n_macs;
@@ -143,6 +149,8 @@ struct run_steer {
 	 * program it drives is taken over too. */
 	pid_t from;
 	struct hlb_daemon *d;
+	/* Whose pool knows the backends a reload removed that drain (NULL: none drain). */
+	const struct hlb_control_plug *plug;
 	/* Every RETRY_MS while a service's latest table is refused; deleted when none is. */
 	struct hlb_daemon_timer *retry_timer;
 	/* Every REFRESH_MS once a table is published: the MACs checked. */
@@ -475,6 +483,32 @@ int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, pid_t f
 	rs->from = from;
 	*ret_rs = rs;
 	return 0;
+}
+
+void run_steer_set_plug(struct run_steer *rs, const struct hlb_control_plug *plug)
+{
+	rs->plug = plug;
+}
+
+/*
+ * The names of <e>'s backends a reload removed that drain still, as the pool
+ * has them (hlb_pool_service_draining_names()), into *<ret_names> (to free;
+ * NULL if none): how many. Their slots stay theirs while they drain, as the
+ * userspace path keeps their connections to timeouts.drain (docs/control.md).
+ * Before, the table without them rescheduled their flows at once.
+ */
+static uint32_t draining_names(const struct run_steer *rs, const struct run_steer_svc *e,
+			       const char ***ret_names)
+{
+	struct hlb_pool *p = hlb_control_plug_pool(rs->plug);
+	struct hlb_pool_service *s = p ? hlb_pool_service_find(p, e->name) : NULL;
+	uint64_t now = hlb_now_ms();
+	uint32_t n = s ? hlb_pool_service_draining_names(s, now, NULL, 0) : 0;
+
+	*ret_names = n ? calloc(n, sizeof(**ret_names)) : NULL;
+	if (!*ret_names) /* out of memory: none held, as before */
+		return 0;
+	return hlb_pool_service_draining_names(s, now, *ret_names, n);
 }
 
 /*
@@ -1290,6 +1324,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	char qi[LOG_IFACE_MAX], devbuf[IF_NAMESIZE];
 	bool quiet;
 	struct hashlb_steer_needs need;
+	const char **held;
+	uint32_t n_held;
 	int ret, g = 0;
 
 	if (rs->stopping || e->failed || e->lost ||
@@ -1585,9 +1621,11 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		}
 	}
 	e->published = false;
+	n_held = draining_names(rs, e, &held);
 	if (ret == 0)
-		ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix,
-					     dests, &err);
+		ret = hashlb_steer_set_table_holding(e->steer, snap->table, snap->key,
+						     &snap->hash_prefix, dests, held, n_held, &err);
+	free(held);
 	if (ret == -E2BIG) {
 		table_unfit(e, &err, &why);
 	} else if (ret < 0 || (ret = set_vip(e, &err)) < 0) {
@@ -1597,6 +1635,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			realloc(e->macs, (snap->n_backends ? snap->n_backends : 1) * sizeof(*macs));
 
 		e->published = true;
+		e->n_held = n_held;
 		e->vip_set = e->vip;
 		tables_unserved(rs, e);
 		e->retry = false;
@@ -1743,6 +1782,16 @@ static void ct_age(struct run_steer *rs)
 	}
 }
 
+/* How many fewer backends a reload removed drain than <e>'s last publication held. */
+static uint32_t draining_ended(const struct run_steer *rs, const struct run_steer_svc *e)
+{
+	const char **names;
+	uint32_t n = draining_names(rs, e, &names);
+
+	free(names);
+	return n < e->n_held ? e->n_held - n : 0;
+}
+
 static void refresh_tick(struct hlb_daemon *d, void *arg)
 {
 	static const uint8_t none[6];
@@ -1762,6 +1811,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 		struct run_steer_svc *e = &rs->svcs[i];
 		const struct hlb_snapshot *snap;
 		const char *dev;
+		uint32_t ended;
 
 		if (!rs->stopping && attach_lost(rs, e))
 			continue;
@@ -1770,6 +1820,16 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 		snap = atomic_load(&e->svc->snap);
 		if (snap->generation != e->generation)
 			continue; /* a newer table is on its way */
+		/* a removed backend's drain ended: its slot is freed, its flows left
+		 * rescheduled (as the daemon closes its own connections then) */
+		ended = e->n_held ? draining_ended(rs, e) : 0;
+		if (ended) {
+			hlb_log(HLB_LOG_INFO, "kernel steering: removed backends' drain ended",
+				"service=%s backends=%u", e->name, ended);
+			e->published = false;
+			publish(rs, e, snap);
+			continue;
+		}
 		dev = steer_dev(e, devbuf);
 		if (!neigh)
 			neigh = hashlb_steer_neigh_new();

@@ -48,6 +48,10 @@ struct run_steer;
  * tables are retried on a timer of <d>. Free it after hlb_daemon_free(<d>). */
 int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, pid_t from,
 		  struct run_steer **ret_rs);
+struct hlb_control_plug;
+/* Where the daemon's pool is (hlb_control_plug_pool()): the backends a reload removed that
+ * drain keep their kernel-path flows. Call before hlb_daemon_run(). */
+void run_steer_set_plug(struct run_steer *rs, const struct hlb_control_plug *plug);
 /* A hlb_control_reloaded_fn: <arg> is the struct run_steer, <cfg> the config now in force.
  * The republish that follows attaches what is new. Control thread only. */
 void run_steer_sync(void *arg, const struct hashlb_config *cfg);

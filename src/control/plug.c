@@ -470,6 +470,11 @@ void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug, hlb_control_s
 	plug->steer_fits_arg = arg;
 }
 
+struct hlb_pool *hlb_control_plug_pool(const struct hlb_control_plug *plug)
+{
+	return plug && plug->ctl ? plug->ctl->pool : NULL;
+}
+
 void hlb_control_plug_free(struct hlb_control_plug *plug)
 {
 	if (!plug)

@@ -54,6 +54,9 @@ void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug, hlb_control_
  * thread. Call before hlb_daemon_run(). */
 void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug, hlb_control_steer_fits_fn fn,
 				    void *arg);
+/* The control plane's pool, from the control thread: NULL before the daemon runs it or after
+ * it stopped (or for a NULL <plug>). */
+struct hlb_pool *hlb_control_plug_pool(const struct hlb_control_plug *plug);
 void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */
 
 #endif

@@ -3430,6 +3430,35 @@ struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const
 	return NULL;
 }
 
+/*
+ * Whether <b>, removed from <s> by a reload, is still within its drain at <now>: before its
+ * deadline; with timeouts.drain never, while the pool keeps it (its deadline, set when its
+ * last connection of the daemon's ended, is then only when that was).
+ */
+static bool removed_draining(const struct hlb_pool_service *s, const struct hlb_pool_backend *b,
+			     uint64_t now)
+{
+	return now < hlb_pool_backend_drain_deadline(b) ||
+	       s->cfg->drain_timeout_ms == HASHLB_DRAIN_NEVER;
+}
+
+uint32_t hlb_pool_service_draining_names(const struct hlb_pool_service *s, uint64_t now,
+					 const char **names, uint32_t cap)
+{
+	uint32_t n = 0;
+
+	for (uint32_t j = s->n_backends; j < hlb_pool_service_series(s); j++) {
+		const struct hlb_pool_backend *b = hlb_pool_service_series_at(s, j);
+
+		if (!removed_draining(s, b, now))
+			continue;
+		if (n < cap)
+			names[n] = b->rt->name;
+		n++;
+	}
+	return n;
+}
+
 /* ---- reload ---- */
 
 static bool source_equal(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b)

@@ -353,6 +353,15 @@ uint32_t hlb_pool_service_drained(const struct hlb_pool_service *s,
  */
 void hlb_pool_log_totals(struct hlb_pool *p);
 struct hlb_pool_service *hlb_pool_service_find(struct hlb_pool *p, const char *name);
+/*
+ * The names of <s>'s backends a reload removed that still drain at <now> (hlb_now_ms()): before
+ * their drain deadline, or with timeouts.drain never, while the pool keeps them (until
+ * HLB_POOL_DRAINED_KEEP_MS after their last connection of the daemon's). At most <cap> into
+ * <names> (borrowed until the pool's next tick or reload); returns how many there are. Kernel
+ * steering keeps their slots for their established flows meanwhile (src/cli/run_steer.c).
+ */
+uint32_t hlb_pool_service_draining_names(const struct hlb_pool_service *s, uint64_t now,
+					 const char **names, uint32_t cap);
 struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const char *name);
 
 /* Admin commands. -EINVAL for a bad value. Take effect with the next build. */

@@ -688,6 +688,17 @@ def hold(topo, n=24, vip=T.VIP):
     return client, dict(json.loads(client.stdout.readline()))
 
 
+def client_ended(topo, client, off):
+    """<client> ended, and on backend <off>'s server its connections that the kernel path
+    rescheduled away from it (to backends that reset them), which it never saw end: a real
+    server's keepalive would close them, here they are killed."""
+    if client and client.poll() is None:
+        client.kill()
+        client.wait(timeout=10)
+    T.sh("ss", "-K", "-tn", "state", "established", "dst", T.CLIENT_IP, ns=topo.backends[off],
+         check=False)
+
+
 def still_held(client, held, tag):
     """Each held connection answers, from the backend it had: the number that did not."""
     client.stdin.write("quit\n")
@@ -2276,17 +2287,71 @@ def slots_held(topo, servers):
               f"b1 kept, {len(on_old)} on 'old' rescheduled (ct_resched {resched}); 30 new "
               f"clients {dict(got)}", flush=True)
     finally:
-        if client and client.poll() is None:
-            client.kill()
-            client.wait(timeout=10)
-        # those of 'old's connections that the new table sent to b1 or b2 (which reset them)
-        # never ended on b3's server: a real server's keepalive would close them
-        T.sh("ss", "-K", "-tn", "state", "established", "dst", T.CLIENT_IP,
-             ns=topo.backends[2], check=False)
+        client_ended(topo, client, 2)  # 'old' is b3's server
         if d:
             d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
+def removed_drains(topo, servers):
+    """A reload removes b2 (and adds b3 in its place) with timeouts.drain 3s: the connections
+    held on b2 through the kernel path keep it, answering from it after the reload (none
+    rescheduled, ct_resched unchanged), as the daemon's own connections of a removed backend
+    drain; new clients go to b1 and b3. Once the drain ends, its slot is freed (logged) and its
+    flows are rescheduled, which their new backend resets, as the daemon closes its own then.
+    Before, the reload rescheduled them at once (ct_resched rose by b2's connections)."""
+    b2 = f"      - {{name: b2, address: '{topo.backend_ip(1)}:{T.VIP_PORT}'}}\n"
+    b3 = f"      - {{name: b3, address: '{topo.backend_ip(2)}:{T.VIP_PORT}'}}\n"
+    yaml = service(topo).replace(b3, "").replace("    backends:\n",
+                                                 "    timeouts: {drain: 3s}\n    backends:\n")
+    d = Daemon(topo, yaml).start()
+    client = None
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "removed_drains: no table published at start")
+        client, held = hold(topo, 16)
+        on_b2 = [sp for sp, n in held.items() if n == "b2"]
+        check(on_b2, f"removed_drains: no connection on b2, the test proves nothing: {held}")
+        before = steer_stats(topo).get("ct_resched", 0)
+        d.edit(b2, b3)
+        d.skip_log()
+        p = d.ctl("reload")
+        check(p.returncode == 0, f"removed_drains: reload: {p.stdout} {p.stderr}")
+        check(d.wait_log("kernel steering table published", 10) is not None,
+              "removed_drains: no table published after the reload")
+        # a line on every held connection, then 16 new ones
+        client.stdin.write("again\n")
+        client.stdin.flush()
+        answers = dict(json.loads(client.stdout.readline()))
+        fresh = collections.Counter(n for _, n in json.loads(client.stdout.readline()))
+        lost = {sp: (held[sp], answers.get(sp)) for sp in held if answers.get(sp) != held[sp]}
+        resched = steer_stats(topo).get("ct_resched", 0) - before
+        check(not lost and resched == 0,
+              f"removed_drains: while b2 drains, {len(lost)} of {len(held)} held connections "
+              f"lost or moved ({len(on_b2)} on b2): {list(lost.items())[:3]}; ct_resched "
+              f"{resched}")
+        check("b2" not in fresh and "b3" in fresh,
+              f"removed_drains: new clients while b2 drains: {dict(fresh)}")
+        ended = d.wait_log("kernel steering: removed backends' drain ended", 10)
+        check(ended is not None and "service=web backends=1" in ended and
+              d.wait_log("kernel steering table published", 5) is not None,
+              f"removed_drains: its drain's end: {ended}, then no table published")
+        client.stdin.write("quit\n")
+        client.stdin.flush()
+        answers = dict(json.loads(client.stdout.readline()))
+        client.wait(timeout=10)
+        moved = [sp for sp in on_b2 if answers.get(sp) == "b2"]
+        resched = steer_stats(topo).get("ct_resched", 0) - before
+        check(not moved and resched >= len(on_b2),
+              f"removed_drains: after its drain, {len(moved)} of b2's {len(on_b2)} connections "
+              f"still reach it, ct_resched {resched}")
+        print(f"removed_drains: {len(on_b2)} of {len(held)} held connections on b2 kept while "
+              f"it drained, rescheduled after (ct_resched {resched}); new clients "
+              f"{dict(fresh)}", flush=True)
+    finally:
+        client_ended(topo, client, 1)
+        d.stop()
 
 
 def two_hooks(topo, servers):
@@ -4385,7 +4450,7 @@ def body(topo):
              ("too_small", too_small), ("outgrown_shared", outgrown_shared),
              ("outgrown_shared_backends", outgrown_shared_backends),
              ("grown_rebind_failed", grown_rebind_failed),
-             ("slots_held", slots_held),
+             ("slots_held", slots_held), ("removed_drains", removed_drains),
              ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
              ("prefix", prefix),
              ("altname", altname), ("two_services", two_services),
