@@ -654,6 +654,17 @@ int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
  */
 int hashlb_steer_neigh_solicit(const struct sockaddr_storage *addr, const char *dev);
 
+/*
+ * Whether <addr>'s entry on <dev> is one to ask the kernel for (hashlb_steer_neigh_solicit()):
+ * missing from <n>, and <addr> in a subnet of <dev> (hashlb_steer_on_subnet() 1). A routed
+ * one gets no entry there, and asking for it would send ARP requests or solicitations for an
+ * address off the segment, each retry, and take the MAC of whichever host answers (one that
+ * holds the address on another interface, a proxy ARP router) as the backend's. The host's
+ * addresses are read once for <n>.
+ */
+bool hashlb_steer_neigh_missing(struct hashlb_steer_neigh *n, const struct sockaddr_storage *addr,
+				const char *dev);
+
 /* What is read for address family <family>'s table, for messages: "/proc/net/arp"... */
 const char *hashlb_steer_neigh_source(int family);
 

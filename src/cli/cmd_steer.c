@@ -1039,11 +1039,9 @@ static struct hashlb_steer_neigh *neigh_asked(const struct steer_args *a,
 		for (uint32_t i = 0; i < a->n_backends; i++) {
 			const struct backend_arg *b = &a->backends[i];
 			const char *dev = !a->svc && b->dev[0] ? b->dev : a->iface;
-			uint8_t mac[6];
 
 			if (a->table.specs[i].down || b->have_mac ||
-			    hashlb_steer_neigh_mac(neigh, &b->addr, dev, mac) != -ENOENT ||
-			    hashlb_steer_on_subnet(&b->addr, dev) != 1)
+			    !hashlb_steer_neigh_missing(neigh, &b->addr, dev))
 				continue;
 			if (tries == 0)
 				hashlb_steer_neigh_solicit(&b->addr, dev);

@@ -597,7 +597,8 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 
 /*
  * Ask the kernel for the neighbour entry on <dev> of each backend of <snap> in its table
- * from the <from>th on that <neigh> lacks, for the retry a second later (RETRY_MS): a
+ * from the <from>th on that <neigh> lacks, in a subnet of <dev> (hashlb_steer_neigh_missing():
+ * before, a routed one too, an ARP request for an address off the segment each retry), for the retry a second later (RETRY_MS): a
  * backend a reload adds, or any at a start with the table cold, whose health check has not
  * reached it yet (nothing does with checks off). Whether one was asked. Before, only those
  * checks (or a client through the daemon's listener) made the entry, and every such start
@@ -607,13 +608,12 @@ static bool ask_neighbours(struct hashlb_steer_neigh *neigh, const struct hlb_sn
 			   uint32_t from, const char *dev)
 {
 	bool asked = false;
-	uint8_t mac[6];
 
 	for (uint32_t i = from; i < snap->n_backends; i++) {
 		const struct sockaddr_storage *addr = &snap->backends[i]->addr;
 
 		if (!hashlb_table_backend_down(snap->table, i) &&
-		    hashlb_steer_neigh_mac(neigh, addr, dev, mac) == -ENOENT &&
+		    hashlb_steer_neigh_missing(neigh, addr, dev) &&
 		    hashlb_steer_neigh_solicit(addr, dev) == 0)
 			asked = true;
 	}

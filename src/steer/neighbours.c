@@ -45,6 +45,10 @@ struct hashlb_steer_neigh {
 	/* the index of the last <dev> an IPv6 lookup named */
 	char dev[IF_NAMESIZE];
 	int dev_ifindex;
+	/* the host's addresses, read once for hashlb_steer_neigh_missing() (a getifaddrs()
+	 * a backend missing, each retry, was a netlink dump each on the control loop) */
+	struct ifaddrs *ifa;
+	int ifa_read; /* 1 once read, or the -errno of reading them */
 };
 
 struct hashlb_steer_neigh *hashlb_steer_neigh_new(void)
@@ -58,6 +62,8 @@ void hashlb_steer_neigh_free(struct hashlb_steer_neigh *n)
 		return;
 	free(n->v4.entries);
 	free(n->v6.entries);
+	if (n->ifa)
+		freeifaddrs(n->ifa);
 	free(n);
 }
 
@@ -342,20 +348,20 @@ static bool ifa_is_dev(const char *name, const char *dev)
 	return !strncmp(name, dev, len) && (name[len] == '\0' || name[len] == ':');
 }
 
-int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
+/* hashlb_steer_on_subnet() over the addresses <all>. */
+static int subnet_of(const struct ifaddrs *all, const struct sockaddr_storage *addr,
+		     const char *dev)
 {
 	size_t len = addr->ss_family == AF_INET6 ? 16 : 4;
 	const uint8_t *want =
 		addr->ss_family == AF_INET6
 			? ((const struct sockaddr_in6 *)addr)->sin6_addr.s6_addr
 			: (const uint8_t *)&((const struct sockaddr_in *)addr)->sin_addr;
-	struct ifaddrs *all, *ifa;
+	const struct ifaddrs *ifa;
 	int ret = 0;
 
 	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
 		return -EAFNOSUPPORT;
-	if (getifaddrs(&all) < 0)
-		return -errno;
 	for (ifa = all; ifa && !ret; ifa = ifa->ifa_next) {
 		const uint8_t *a, *m;
 
@@ -372,8 +378,33 @@ int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
 		}
 		ret = prefix_same(a, want, len, mask_bits(m, len));
 	}
+	return ret;
+}
+
+int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
+{
+	struct ifaddrs *all;
+	int ret;
+
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (getifaddrs(&all) < 0)
+		return -errno;
+	ret = subnet_of(all, addr, dev);
 	freeifaddrs(all);
 	return ret;
+}
+
+bool hashlb_steer_neigh_missing(struct hashlb_steer_neigh *n, const struct sockaddr_storage *addr,
+				const char *dev)
+{
+	uint8_t mac[6];
+
+	if (hashlb_steer_neigh_mac(n, addr, dev, mac) != -ENOENT)
+		return false;
+	if (!n->ifa_read)
+		n->ifa_read = getifaddrs(&n->ifa) < 0 ? -errno : 1;
+	return n->ifa_read == 1 && subnet_of(n->ifa, addr, dev) == 1;
 }
 
 int hashlb_steer_neigh_solicit(const struct sockaddr_storage *addr, const char *dev)

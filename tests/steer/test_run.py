@@ -620,6 +620,20 @@ def routed(topo, servers):
         b3 = json.loads(p.stdout)["services"][0]["backends"][2] if p.returncode == 0 else {}
         check(b3.get("health") == "up" and b3.get("checks_ok", 0) > 0,
               f"routed: b3's health checks do not pass, the test proves nothing: {b3}")
+        d.stop()
+        # The same from a cold neighbour table, checks off: the daemon asks the kernel for
+        # b1's and b2's entries, never for b3's, off the segment. Before, it asked for b3's
+        # too: an ARP request on eth0 for an address off it at each retry (an INCOMPLETE entry
+        # left), whose answer, from a proxy ARP router or a host holding the address on
+        # another interface, would have been taken as b3's MAC.
+        T.sh("ip", "neigh", "flush", "dev", "eth0", ns=topo.lb)
+        d = Daemon(topo, cfg.replace("{interval: 200ms, timeout: 200ms, rise: 1, fall: 2}",
+                                     "{enabled: false}")).start()
+        line = d.wait_log("kernel steering table not updated", 15)
+        entry = T.sh("ip", "neigh", "show", routed_ip, "dev", "eth0", ns=topo.lb,
+                     check=False).stdout.strip()
+        check(line is not None and want in line and not entry,
+              f"routed, cold: the refusal: {line}; the LB's entry of {routed_ip}: {entry!r}")
     finally:
         d.stop()
         T.sh("ip", "route", "del", f"{routed_ip}/32", ns=topo.lb, check=False)
