@@ -1144,7 +1144,15 @@ def from_config_as_run(topo):
 def ipv6(topo):
     """An IPv6 VIP beside the IPv4 one, one table for both: IPv6 connections
     reach the backend hashlb lookup names; b1's MAC is read from the LB's IPv6
-    neighbour table, the others are given."""
+    neighbour table, the others are given. That table is flushed first: b1's entry is asked
+    of the kernel, a neighbour solicitation (cold_neighbours' IPv4 ARP, for IPv6)."""
+    # the kernel sends no solicitation while the LB's link-local address is tentative (its
+    # duplicate address detection, a second or two after the link came up)
+    end = time.monotonic() + 10
+    while T.sh("ip", "-6", "addr", "show", "dev", "eth0", "tentative", ns=topo.lb).stdout and \
+            time.monotonic() < end:
+        time.sleep(0.05)
+    T.sh("ip", "-6", "neigh", "flush", "dev", "eth0", ns=topo.lb)
     args = ["-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--vip", f"[{T.VIP6}]:{T.VIP_PORT}",
             "--scheme", "maglev", "--key", "src-ip-port", "--mode", "xdp-generic", "--keep"]
     for i, b in enumerate(topo.backends):
