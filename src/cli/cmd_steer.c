@@ -396,8 +396,11 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 	if (!b->have_mac && !out) {
 		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
 		if (!off_subnet(b, NULL, b->dev[0] ? b->dev : iface))
+			/* asked of the kernel and waited for (neigh_asked()): before, "e.g.
+			 * ping it once" was said, which asks it the same again */
 			cli_error("backend '%s': no MAC address: give mac=..., or make the "
-				  "neighbour entry exist first (e.g. ping %s once)\n",
+				  "neighbour entry exist first (%s answered no ARP request or "
+				  "neighbour solicitation in a second: its host down?)\n",
 				  b->name, ip);
 		return -ENOENT;
 	}
@@ -1093,7 +1096,8 @@ static int resolve_host(struct steer_args *a)
 			if (neigh_missing(r) &&
 			    !off_subnet(b, a->svc->backends[i].address, a->iface))
 				cli_error("backend '%s' (%s): no MAC address in the neighbour "
-					  "table of %s: reach it once first\n",
+					  "table of %s: it answered no ARP request or neighbour "
+					  "solicitation in a second (its host down?)\n",
 					  b->name, a->svc->backends[i].address, a->iface);
 			ret = -ENOENT;
 		}

@@ -825,7 +825,8 @@ if BPF:
 # A backend in none of the interface's subnets (routed: Katran reaches its backends so) is said to
 # be out of L2 DSR's reach: it said "(e.g. ping 10.0.0.2 once)" ("reach it once first" with -c),
 # and no ping makes an entry for an address routed elsewhere. One in a subnet of it (127/8 on lo)
-# is told to reach it, as before. In a network namespace of its own, its lo up with 127.0.0.1/8
+# is told it answered no ARP request in the second hashlb steer waited for one (it said "e.g.
+# ping 127.0.0.2 once", which asks the same again). In a network namespace of its own, its lo up with 127.0.0.1/8
 # and ::1 alone and no neighbour entry: what lo has in the host's namespace is not this test's
 # (with steering experiments run beside it on the host's lo, fd00::2 once had a MAC there and
 # --update said "no hashlb program is attached to 'lo'" instead), and a MAC found there would
@@ -845,7 +846,8 @@ if BPF:
              "hashlb steer: backend 'a' (10.0.0.2:18081): " + OFF.format("10.0.0.2")),
             (("steer", "-i", "lo", *VIP, "-b", "a=127.0.0.2"),
              "hashlb steer: backend 'a': no MAC address: give mac=..., or make the neighbour "
-             "entry exist first (e.g. ping 127.0.0.2 once)\n")):
+             "entry exist first (127.0.0.2 answered no ARP request or neighbour solicitation "
+             "in a second: its host down?)\n")):
         p = in_netns(*args)
         check(p.returncode == 1 and p.stderr == want,
               f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
