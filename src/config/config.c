@@ -84,6 +84,7 @@ struct loader {
 	struct hashlb_error_list *list;
 	size_t n_errs; /* errors so far; the first is in <err> */
 	size_t svc_mark; /* n_errs as the service being read began */
+	bool via_errs; /* an error was found in a value read through an alias (record()) */
 	/* table_memory or admin refused: the services are not checked against them */
 	bool table_memory_bad, admin_bad;
 	int first_ret; /* what the first one returned: -EINVAL, or -E2BIG past table_memory */
@@ -146,9 +147,38 @@ static void one_line(const char *msg, char *out)
 	out[o] = '\0';
 }
 
+/* The length of <msg> without the alias fail() names after it, if any. */
+static size_t without_via(const char *msg)
+{
+	static const char via[] = " (through the alias at line ";
+	const char *at = NULL;
+
+	for (const char *p = strstr(msg, via); p; p = strstr(p + 1, via))
+		at = p;
+	return at ? (size_t)(at - msg) : strlen(msg);
+}
+
+/*
+ * Whether <e> is listed already in <l>: at the same place, in the same words but for the
+ * alias it was read through. A value an alias repeats is read once per alias, and wrong
+ * once it is one mistake: "health: &h {interval: 1x}" and "health: *h" in another service
+ * listed the interval twice, at one line:column.
+ */
+static bool listed(const struct hashlb_error_list *l, const struct hashlb_error *e)
+{
+	size_t n = without_via(e->msg);
+
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].line == e->line && l->v[i].column == e->column &&
+		    without_via(l->v[i].msg) == n && !memcmp(l->v[i].msg, e->msg, n))
+			return true;
+	return false;
+}
+
 /* Error <e> found: the first into ld->err, each into ld->list (the first HASHLB_ERRORS_KEPT,
- * all counted); <ret> returned. */
-static int record(struct loader *ld, const struct hashlb_error *e, int ret)
+ * all counted, one listed already through an alias not again); <ret> returned. <via>: <e> is
+ * in a value read through an alias. */
+static int record(struct loader *ld, const struct hashlb_error *e, int ret, bool via)
 {
 	struct hashlb_error_list *l = ld->list;
 
@@ -158,6 +188,10 @@ static int record(struct loader *ld, const struct hashlb_error *e, int ret)
 			*ld->err = *e;
 	}
 	if (!l)
+		return ret;
+	/* counted in n_errs still: what is checked against the value is not checked */
+	ld->via_errs |= via;
+	if (ld->via_errs && listed(l, e))
 		return ret;
 	if (l->n == l->cap && l->cap < HASHLB_ERRORS_KEPT) {
 		size_t cap = l->cap ? 2 * l->cap : 8;
@@ -194,7 +228,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const s
 	ret = hashlb_verr(&e, -EINVAL, HASHLB_ERR_CONFIG, fmt, ap);
 	va_end(ap);
 	if (!ld->err && !ld->list)
-		return record(ld, &e, ret);
+		return record(ld, &e, ret, false);
 	va_start(ap, fmt);
 	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
@@ -217,7 +251,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const s
 	e.file = ld->name;
 	e.line = at ? at->pos.line : 1;
 	e.column = at ? at->pos.column : 1;
-	return record(ld, &e, ret);
+	return record(ld, &e, ret, ld->via && at && at != ld->via);
 }
 
 /*

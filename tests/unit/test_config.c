@@ -4352,6 +4352,11 @@ static void test_a_dependent_error_does_not_cascade(void **state)
 		 * to have every weight 0, nor checked as a table */
 		{ WEB "    backends: [oops, {name: b, address: 127.0.0.1:9002, weight: 0}]\n",
 		  { 4, 16, "backend must be a mapping" } },
+		/* a value wrong in an anchor, read again through an alias: one mistake, said
+		 * once (it was said again, "through the alias at line 8", at the same place) */
+		{ WEB "    health: &h {interval: 1x}\n" ONE_BACKEND
+		      "  - name: api\n    listen: 127.0.0.1:8081\n    health: *h\n" ONE_BACKEND,
+		  { 4, 27, "'interval' must be a duration" } },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
