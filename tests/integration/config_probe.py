@@ -741,6 +741,11 @@ def cases_stress():
         f"k{i}: {i}" for i in range(200000)) + "}\n").encode(), "error", None)
     yield Case(S, "many duplicate keys", base.replace("  - name: web\n", "  - name: web\n" + "".join(
         f"    x{i}: 1\n" for i in range(100000)), 1).encode(), "error", None, many=True)
+    # a key repeated after many unknown ones: every error listed, each repeat was looked for
+    # among all the keys before it (minutes for 16 MiB; stopping at the first error, none)
+    yield Case(S, "duplicates after unknown keys", base.replace("  - name: web\n", "  - name: web\n" + "".join(
+        f"    x{i}: 1\n" for i in range(200000)) + "    seed: 1\n" * 200000, 1).encode(), "error",
+        None, many=True)
 
 
 def cases_files(tmp):
