@@ -3101,6 +3101,24 @@ static int load_root_admin(struct loader *ld, const struct ynode *root, struct h
 	return 0;
 }
 
+/*
+ * Whether <key> is written more than once in mapping <map>: check_map() said so, and the
+ * first is read. What is checked against it is not checked: "admin: 127.0.0.1:8080" then
+ * "admin: 127.0.0.1:9000" and a service listening on 8080 was also said to clash with the
+ * admin endpoint, which deleting the first line, the one meant to go, made vanish.
+ */
+static bool key_repeated(const struct ynode *map, const char *key)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ynode_pairs(map) && n < 2; i++) {
+		const struct ynode *k = ynode_key(map, i);
+
+		n += k->type == YNODE_SCALAR && !strcmp(k->text, key);
+	}
+	return n > 1;
+}
+
 static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_config *c)
 {
 	const struct ynode *v, *services;
@@ -3157,13 +3175,13 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 				    HASHLB_TABLE_MEMORY_MAX, "no cap", &c->table_memory);
 		if (stop(ld, r))
 			return r;
-		ld->table_memory_bad = r < 0;
+		ld->table_memory_bad = r < 0 || key_repeated(root, "table_memory");
 	}
 
 	r = load_root_admin(ld, root, c);
 	if (stop(ld, r))
 		return r;
-	ld->admin_bad = r < 0;
+	ld->admin_bad = r < 0 || key_repeated(root, "admin");
 
 	services = map_get(root, "services");
 	if (!services && !clean(ld, 0)) /* a key misspelt, said: perhaps 'services' */

@@ -4352,6 +4352,14 @@ static void test_a_dependent_error_does_not_cascade(void **state)
 		 * to have every weight 0, nor checked as a table */
 		{ WEB "    backends: [oops, {name: b, address: 127.0.0.1:9002, weight: 0}]\n",
 		  { 4, 16, "backend must be a mapping" } },
+		/* the admin address written twice: the service not also said to clash with the
+		 * first, which deleting it (the one meant to go) makes vanish */
+		{ "admin: 127.0.0.1:8080\nadmin: 127.0.0.1:9000\n" WEB ONE_BACKEND,
+		  { 2, 1, "duplicate key 'admin' in the configuration" } },
+		/* table_memory written twice: the tables not summed against the first */
+		{ "table_memory: 1MiB\ntable_memory: 1GiB\n" WEB
+		  "    table_size: 1000003\n" ONE_BACKEND,
+		  { 2, 1, "duplicate key 'table_memory' in the configuration" } },
 		/* a value wrong in an anchor, read again through an alias: one mistake, said
 		 * once (it was said again, "through the alias at line 8", at the same place) */
 		{ WEB "    health: &h {interval: 1x}\n" ONE_BACKEND
