@@ -3105,7 +3105,9 @@ static int load_root_admin(struct loader *ld, const struct ynode *root, struct h
  * Whether <key> is written more than once in mapping <map>: check_map() said so, and the
  * first is read. What is checked against it is not checked: "admin: 127.0.0.1:8080" then
  * "admin: 127.0.0.1:9000" and a service listening on 8080 was also said to clash with the
- * admin endpoint, which deleting the first line, the one meant to go, made vanish.
+ * admin endpoint, which deleting the first line, the one meant to go, made vanish. So with
+ * a default where a top-level key is misspelt: "admn: 127.0.0.1:9000" and a service on the
+ * default admin address, 127.0.0.1:9901.
  */
 static bool key_repeated(const struct ynode *map, const char *key)
 {
@@ -3122,6 +3124,7 @@ static bool key_repeated(const struct ynode *map, const char *key)
 static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_config *c)
 {
 	const struct ynode *v, *services;
+	bool keys_ok; /* each top-level key known, once: no admin or table_memory misspelt */
 	int r;
 
 	if (!root || ynode_is_null(root))
@@ -3135,6 +3138,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 	r = check_map(ld, root, top_keys, "the configuration");
 	if (r < 0)
 		return r;
+	keys_ok = clean(ld, 0);
 
 	v = map_get(root, "workers");
 	if (v) {
@@ -3177,11 +3181,14 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 			return r;
 		ld->table_memory_bad = r < 0 || key_repeated(root, "table_memory");
 	}
+	/* not written, and a key misspelt ("tabel_memory: 4GiB"): the default is not the cap */
+	ld->table_memory_bad |= !v && !keys_ok;
 
 	r = load_root_admin(ld, root, c);
 	if (stop(ld, r))
 		return r;
-	ld->admin_bad = r < 0 || key_repeated(root, "admin");
+	ld->admin_bad =
+		r < 0 || key_repeated(root, "admin") || (!map_get(root, "admin") && !keys_ok);
 
 	services = map_get(root, "services");
 	if (!services && !clean(ld, 0)) /* a key misspelt, said: perhaps 'services' */

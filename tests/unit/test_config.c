@@ -4356,6 +4356,11 @@ static void test_a_dependent_error_does_not_cascade(void **state)
 		 * first, which deleting it (the one meant to go) makes vanish */
 		{ "admin: 127.0.0.1:8080\nadmin: 127.0.0.1:9000\n" WEB ONE_BACKEND,
 		  { 2, 1, "duplicate key 'admin' in the configuration" } },
+		/* admin misspelt: the service not also said to clash with the default admin
+		 * address, which the address meant would not */
+		{ "admn: 127.0.0.1:9000\nservices:\n  - name: web\n"
+		  "    listen: 127.0.0.1:9901\n" ONE_BACKEND,
+		  { 1, 1, "unknown key 'admn' in the configuration" } },
 		/* table_memory written twice: the tables not summed against the first */
 		{ "table_memory: 1MiB\ntable_memory: 1GiB\n" WEB
 		  "    table_size: 1000003\n" ONE_BACKEND,
