@@ -151,6 +151,7 @@ struct hlb_http_scan {
 	size_t pos; /* where looking for the end of the head goes on */
 	size_t line; /* where the line being looked at begins */
 	size_t last; /* where the text of the last whole line ends */
+	size_t start; /* where the request line begins: past the empty lines before it */
 	/* the head whole and good, its body still to come: the request's length (else 0),
 	 * and what was answered of it then */
 	size_t need;

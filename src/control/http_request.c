@@ -454,7 +454,8 @@ static bool content_length(const char *v, const char *end, size_t *ret)
 
 /*
  * Where the head (the request line and the header lines) of the <len> bytes at <in> ends:
- * at its first empty line, each line ended by CRLF or by a LF alone (RFC 9112 2.2 lets a
+ * at its first empty line past the request line (those before it skipped: s->start, where the
+ * head begins), each line ended by CRLF or by a LF alone (RFC 9112 2.2 lets a
  * recipient take one: printf 'GET /status HTTP/1.0\n\n' | nc). Into *ret_end where the
  * text of its last line ends, into *ret_body where the body begins; *ret_end NULL while
  * the head is not whole. Returns why it is refused, or NULL: a NUL byte or a CR alone
@@ -484,6 +485,13 @@ static const char *head_find(char *in, size_t len, struct hlb_http_scan *s, char
 		if (in[i] != '\n')
 			continue;
 		eol = i && in[i - 1] == '\r' ? i - 1 : i;
+		if (eol == s->line && s->line == s->start) {
+			/* an empty line before the request line, which RFC 9112 2.2 has a server
+			 * ignore (a client's CRLF after a body it sent before, a line typed
+			 * first): it was answered 400, "bad request line" */
+			s->start = s->line = i + 1;
+			continue;
+		}
 		if (eol == s->line) {
 			s->pos = i; /* found again at once, by the next call */
 			*ret_end = in + s->last;
@@ -577,7 +585,7 @@ static const char *fields_read(char *hdrs, size_t *ret_body_len, bool *ret_te, u
 int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
 			struct hlb_http_parsed *p)
 {
-	char *hdr_end, *body, *hdrs, *sp1, *sp2, saved;
+	char *hdr_end, *body, *hdrs, *sp1, *sp2, *head, saved;
 	const char *msg;
 	size_t body_len = 0;
 	bool te = false, v11, whole;
@@ -587,7 +595,7 @@ int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
 	*p = (struct hlb_http_parsed){ 0 };
 	in[len] = '\0';
 	/* known from the start: an error answered to a HEAD has no body either */
-	p->head = !strncmp(in, "HEAD ", 5);
+	p->head = !strncmp(in + s->start, "HEAD ", 5);
 	if (s->need && len < s->need) {
 		/* the head whole and good, the body still coming, as the last call found: nothing
 		 * to look at again until the body is whole (its head was read once per read) */
@@ -599,6 +607,8 @@ int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
 		return parsed_error(p, HLB_HTTP_MORE, NULL);
 	}
 	msg = head_find(in, len, s, &hdr_end, &body);
+	head = in + s->start; /* past the empty lines before the request line */
+	p->head = !strncmp(head, "HEAD ", 5);
 	if (msg)
 		return parsed_error(p, 400, msg);
 	if (!hdr_end) {
@@ -610,7 +620,7 @@ int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
 	/* the head a string of its own while its headers are read, as it was after */
 	saved = *hdr_end;
 	*hdr_end = '\0';
-	line_end(in, hdr_end, &hdrs);
+	line_end(head, hdr_end, &hdrs);
 	msg = fields_read(hdrs, &body_len, &te, &expect);
 	*hdr_end = saved;
 	if (msg)
@@ -634,7 +644,7 @@ int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
 	 * expectation is not met: 417.
 	 */
 	if ((expect & EXPECT_OTHER) || !whole) {
-		status = head_refused(in, hdr_end, p, &sp1, &sp2, &v11);
+		status = head_refused(head, hdr_end, p, &sp1, &sp2, &v11);
 		if (status)
 			return status;
 		if (v11 && (expect & EXPECT_OTHER))
@@ -653,7 +663,7 @@ int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
 		return parsed_error(p, HLB_HTTP_MORE,
 				    NULL); /* the rest of the body is on its way */
 	}
-	return request_parse(in, hdr_end, body, body_len, p);
+	return request_parse(head, hdr_end, body, body_len, p);
 }
 
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
@@ -670,8 +680,8 @@ int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p)
 
 	*p = (struct hlb_http_parsed){ 0 };
 	head[len] = '\0';
-	p->head = !strncmp(head, "HEAD ", 5);
 	if (head_find(head, len, &s, &hdr_end, &body) || !hdr_end || body != head + len)
 		return parsed_error(p, 400, "not a request's head");
-	return request_parse(head, hdr_end, body, 0, p);
+	p->head = !strncmp(head + s.start, "HEAD ", 5);
+	return request_parse(head + s.start, hdr_end, body, 0, p);
 }

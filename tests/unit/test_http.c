@@ -645,6 +645,54 @@ static void test_request_cut_anywhere_goes_on(void **state)
 		}
 }
 
+/* Empty lines before the request line are skipped, as RFC 9112 2.2 has a server do (a line
+ * typed first at nc, a client's CRLF after a body it sent before): it was answered 400, "bad
+ * request line". The request after them is read whole, wherever TCP cut it, its headers and
+ * body too; the empty lines alone wait for it. */
+static void test_empty_lines_before_the_request_line(void **state)
+{
+	static const struct {
+		const char *req;
+		int status;
+	} reqs[] = {
+		{ "\r\nGET /status?a=b HTTP/1.1\r\nHost: x\r\n\r\n", 200 },
+		{ "\r\n\n\r\nPOST /set HTTP/1.1\r\nContent-Length: 11\r\n\r\nstate=drain", 200 },
+		{ "\nPOST /set HTTP/1.1\r\nOrigin: http://x\r\n\r\n", 403 },
+		{ "\r\nGET /status HTTP/2.0\r\n\r\n", 505 },
+	};
+	struct hlb_http_parsed p;
+	char buf[HLB_HTTP_VALUE_MAX + 1], *in;
+
+	(void)state;
+	assert_int_equal(parse(reqs[0].req, false, &in, &p), 200);
+	assert_string_equal(p.req.method, "GET");
+	assert_string_equal(p.req.path, "/status");
+	assert_string_equal(p.req.query, "a=b");
+	free(in);
+	assert_int_equal(parse(reqs[1].req, false, &in, &p), 200);
+	assert_string_equal(p.req.method, "POST");
+	assert_int_equal(p.req.body_len, 11);
+	assert_string_equal(hlb_http_param(&p.req, "state", buf, sizeof(buf)), "drain");
+	assert_int_equal(p.need, strlen(reqs[1].req));
+	free(in);
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++)
+		for (size_t cut = 1; cut < strlen(reqs[i].req); cut++) {
+			assert_int_equal(parse_in_two(reqs[i].req, cut, &in, &p), reqs[i].status);
+			assert_true(p.status != 200 || p.need == strlen(reqs[i].req));
+			free(in);
+		}
+	/* a HEAD after them is known as one: its error has no body */
+	assert_int_equal(
+		parse("\r\nHEAD /status HTTP/1.1\r\nContent-Length: x\r\n\r\n", false, &in, &p),
+		400);
+	assert_true(p.head);
+	free(in);
+	assert_int_equal(parse("\r\n\r\n", false, &in, &p), HLB_HTTP_MORE);
+	free(in);
+	assert_int_equal(parse("\r\n", true, &in, &p), HLB_HTTP_CLOSE);
+	free(in);
+}
+
 /* An error answered to a HEAD has no body, as its GET's answer (RFC 9110 9.3.2): the
  * parser says HEAD whatever it refuses, not only once the request line is read. Before,
  * only a request as far as its line knew it, and the errors found before (a Content-Length
@@ -2685,6 +2733,7 @@ int main(void)
 		cmocka_unit_test(test_names_read_decoded),
 		cmocka_unit_test(test_bare_lf_ends_a_line),
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
+		cmocka_unit_test(test_empty_lines_before_the_request_line),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
 		cmocka_unit_test(test_request_a_byte_a_read_looked_at_once),
 		cmocka_unit_test(test_request_cut_anywhere_goes_on),
