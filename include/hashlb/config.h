@@ -365,7 +365,9 @@ int hashlb_config_load_after_list(const char *path, unsigned int flags,
  * backend's address; an expanded backend named as another, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
  * at its entry's address; a table the expanded backends make refused (a Maglev table_size
  * below them, a ring past the build's cap), -EINVAL with the table's reason, at the first
- * backend's address. Only a name's own failure has reason HASHLB_ERR_CONFIG.
+ * backend's address; services that the answers make forward to one another in a ring, -EINVAL,
+ * HASHLB_ERR_LOOP, at the address of the backend that closes it. Only a name's own failure has
+ * reason HASHLB_ERR_CONFIG.
  */
 #define HASHLB_RESOLVE_TIMEOUT_MS 5000
 #define HASHLB_EACH_ADDRESS_MAX 1024u

@@ -25,6 +25,7 @@ enum hashlb_err_reason {
 	HASHLB_ERR_NOMEM, /* allocation failed */
 	HASHLB_ERR_CONFIG, /* config file error: see file/line/column */
 	HASHLB_ERR_SYSTEM, /* a system call failed: see msg */
+	HASHLB_ERR_LOOP, /* services would forward to one another in a ring */
 	HASHLB_ERR_MAX
 };
 

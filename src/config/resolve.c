@@ -1196,6 +1196,8 @@ uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_add
  * -EINVAL if the names' answers make services of <c> forward to one another in a
  * ring (hlb_services_loop()), at the address of the backend that closes it, as
  * a name resolved to its own service's address is refused (address_refused()).
+ * Reason HASHLB_ERR_LOOP, not a name's failure: a round of resolve_every says the
+ * names resolved and their addresses refused (it said "names not resolved").
  */
 static int loop_again(struct hashlb_config *c, struct hashlb_error *err)
 {
@@ -1205,7 +1207,7 @@ static int loop_again(struct hashlb_config *c, struct hashlb_error *err)
 
 	if (r < 0)
 		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
-	return r ? resolve_fail(c, &c->services[si].backends[bi], err, -EINVAL, msg) : 0;
+	return r ? resolve_refused(c, &c->services[si].backends[bi], err, HASHLB_ERR_LOOP, msg) : 0;
 }
 
 static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t timeout_ms,

@@ -176,6 +176,7 @@ static const char *const reason_names[HASHLB_ERR_MAX] = {
 	[HASHLB_ERR_NOMEM] = "no-memory",
 	[HASHLB_ERR_CONFIG] = "config",
 	[HASHLB_ERR_SYSTEM] = "system",
+	[HASHLB_ERR_LOOP] = "loop",
 };
 
 const char *hashlb_err_reason_name(enum hashlb_err_reason reason)

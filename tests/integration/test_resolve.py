@@ -20,7 +20,8 @@ import time
 
 from ctltest import Lb, config
 from lbtest import (HASHLB, Backend, Names, backends_on_one_port, check, client_ip, connect,
-                    logfmt_fields, read_line, run_tests, Skip, tmpfile, wait_until, who)
+                    logfmt_fields, pick_port, read_line, run_tests, Skip, tmpfile, wait_until,
+                    who)
 
 
 
@@ -1176,6 +1177,31 @@ def round_refused_by_its_backends_says_what():
         check(lb.stop() == 0, f"{tag}: exit 0")
 
 
+def round_making_a_ring_is_refused_as_such():
+    """A round whose answer makes two services forward to one another (t's backend a name
+    that moves to u's listen address, u's backend t's) is refused, the backends keeping their
+    addresses, and logged as refused, saying the ring. Before, it was logged as `names not
+    resolved` (the ring's refusal had the reason a failing name has), though the name had."""
+    need_unshare()
+    pt, pu = pick_port(), pick_port()
+    names = Names("ring", "127.0.0.52 peer\n")
+    cfg = "resolve_every: 1s\n" + config([("p", f"peer:{pu}")], listen=f"127.0.0.1:{pt}",
+                                         health="enabled: false")
+    cfg += (f"  - name: u\n    listen: 127.0.0.1:{pu}\n    health:\n      enabled: false\n"
+            f"    backends:\n      - name: back\n        address: 127.0.0.1:{pt}\n")
+    lb = Lb(cfg, wrap=names.wrap())
+    names.set_hosts("127.0.0.1 peer\n")
+    said = (f"backend 'back' at 127.0.0.1:{pt} is service 't' (listen 127.0.0.1:{pt}), which "
+            "forwards back to service 'u': connections would loop (t -> u -> t)")
+    got = refused_rounds(lb, 1)
+    check(len(got) == 1 and said in got[0], f"logged as refused, saying the ring: {got}")
+    check(not msg_lines(lb, "names not resolved"),
+          f"not as names not resolved: {msg_lines(lb, 'names not resolved')[:1]}")
+    check(backend_of(lb, "p")["resolved"] == f"127.0.0.52:{pu}",
+          f"the backend keeps its address: {backend_of(lb, 'p')}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def refused_with_a_failing_name(tag, first, weight_set):
     """A round where one name fails (it keeps its address) and the others' new addresses are
     refused past table_memory (<weight_set>: with a weight set at run time; else the config's
@@ -1374,6 +1400,7 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            round_refused_says_so,
            round_past_own_table_memory_says_so, round_past_backends_max_says_so,
            round_refused_by_its_backends_says_what,
+           round_making_a_ring_is_refused_as_such,
            round_refused_with_a_failing_name_says_both,
            round_past_own_table_memory_with_a_failing_name_says_both,
            failed_reload_keeps_the_round])
