@@ -390,10 +390,10 @@ static ssize_t ctl_chunked_decode(char *body, size_t len)
  * (said on stderr unless <quiet>): that of the connect or the write when the
  * endpoint cannot be reached or the request not sent whole (nothing was asked);
  * once it was sent, -ETIMEDOUT when the answer is not whole in time, -EMSGSIZE
- * when it is too long, -EPROTO when it is not HTTP (no hashlb answers there),
- * and -ENODATA when it ended before it was whole (a part of an HTTP answer: the
- * connection closed or reset), -ENOMSG when it ended before its first byte:
- * whether the request was acted on is then unknown.
+ * when it is too long, -EPROTO when it is not HTTP or its Content-Length cannot
+ * be read (no hashlb answers so), and -ENODATA when it ended before it was whole
+ * (a part of an HTTP answer: the connection closed or reset), -ENOMSG when it
+ * ended before its first byte: whether the request was acted on is then unknown.
  */
 static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const char *method,
 		     const char *path, const char *query, bool quiet, int *ret_status,
@@ -402,9 +402,10 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	size_t got = 0, cap = 65536, have;
 	unsigned long long want;
 	char req[2048], name[160], *buf, *body, *te;
+	const char *bad_length;
 	int fd, status = 0, r;
 	ssize_t plain;
-	bool timed_out = false, too_long = false;
+	bool timed_out = false, too_long = false, has_length;
 
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	r = fd < 0 ? -errno : ctl_connect(fd, (const struct sockaddr *)ss, len);
@@ -553,6 +554,15 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 			free(buf);
 			return -ENODATA;
 		}
+	} else if ((bad_length = hlb_answer_length(buf, body, &has_length, &want))) {
+		/* "-5" was read as 2^64 - 5 (the answer then said cut short), and of two
+		 * different lengths the first was taken (RFC 9112 6.3: its length unknown) */
+		if (!quiet)
+			cli_error("the admin endpoint at %s answered with %s, which hashlb never "
+				  "sends: is it hashlb?\n",
+				  admin_name(ss, name, sizeof(name)), bad_length);
+		free(buf);
+		return -EPROTO;
 	} else if (hlb_answer_cut(buf, body, got, &have, &want)) {
 		if (!quiet)
 			cli_error(

@@ -575,8 +575,15 @@ static bool take_whole(const char *text, size_t len, const char *body, size_t n_
 {
 	unsigned long long want;
 	size_t have, lines = 0;
+	const char *bad;
+	bool has;
 	int pid, fd;
 
+	bad = hlb_answer_length(text, body - 4, &has, &want);
+	if (bad) {
+		snprintf(why, why_size, "the old hashlb's answer has %s", bad);
+		return false;
+	}
 	if (hlb_answer_cut(text, body - 4, len, &have, &want)) {
 		snprintf(why, why_size,
 			 "the old hashlb closed its answer after %zu of its %llu bytes", have,

@@ -3688,6 +3688,37 @@ def ctl_refuses_an_answer_cut_short():
     srv.close()
 
 
+def ctl_refuses_an_unreadable_content_length():
+    """An answer whose Content-Length cannot be read (not digits, past 2^64, two different
+    values in one header or two) is no hashlb's: exit 1, saying what is wrong, nothing
+    printed. Before, "-5" was read as 2^64 - 5 (said cut short "of its 18446744073709551611
+    bytes"), and of two different lengths the first was taken: the body printed, exit 0."""
+    for length, says in ((b"-5", "a Content-Length that is not a number of digits"),
+                         (b"18446744073709551621", "a Content-Length that is not a number"),
+                         (b"5, 6", "two different Content-Lengths"),
+                         (b"5\r\nContent-Length: 6", "two different Content-Lengths")):
+        def answer(c, length=length):
+            c.recv(4096)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %s\r\nConnection: close\r\n\r\n"
+                      b"hello" % length)
+            c.close()
+        srv, admin = fake_endpoint(answer)
+        p = ctl_ends(["--admin", admin, "status"], 60)
+        check(p and p.returncode == 1 and not p.stdout and says in p.stderr and
+              "is it hashlb?" in p.stderr, f"Content-Length {length!r}: refused, exit 1 ({p})")
+        srv.close()
+    # one value given twice is one length (RFC 9110 8.6): read
+    def same(c):
+        c.recv(4096)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\nContent-Length:5\r\n"
+                  b"Connection: close\r\n\r\nhello")
+        c.close()
+    srv, admin = fake_endpoint(same)
+    p = ctl_ends(["--admin", admin, "metrics"], 60)
+    check(p and p.returncode == 0 and p.stdout == "hello", f"5, 5 and 5: read ({p})")
+    srv.close()
+
+
 def ctl_reload_pid_does_not_guess_after_a_cut_answer():
     """ctl reload --pid N whose request was sent, the connection then reset by the endpoint with
     a part of an HTTP answer or none: the reload may have run, so ctl sends no SIGHUP (which
@@ -4062,6 +4093,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
            ctl_bounds_an_answer_that_does_not_end, ctl_refuses_an_answer_cut_short,
+           ctl_refuses_an_unreadable_content_length,
            ctl_reload_pid_does_not_guess_after_a_cut_answer,
            ctl_says_a_refusal_without_a_reason, ctl_reads_what_a_proxy_in_front_sends,
            only_the_taker_itself_takes_the_sockets_over,
