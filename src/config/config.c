@@ -3325,13 +3325,19 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 		uint32_t si, bi;
 
 		r = services_loop(c, &x, &si, &bi, msg, sizeof(msg));
-		if (r < 0)
+		if (r < 0) {
 			r = nomem(ld);
-		else if (r > 0)
-			r = fail(ld,
-				 map_get(map_get(services->items[si], "backends")->items[bi],
-					 "address"),
-				 "%s", msg);
+		} else if (r > 0) {
+			const struct ynode *bl = map_get(services->items[si], "backends");
+
+			/* the backend's text may be an anchor's, of a service outside the
+			 * ring ("backends: *list"): the alias that put it here said too */
+			via_begin(ld, services->items[si]);
+			via_begin(ld, bl);
+			via_begin(ld, bl->items[bi]);
+			r = fail(ld, map_get(bl->items[bi], "address"), "%s", msg);
+			ld->via = NULL;
+		}
 	}
 	keymap_free(&x.names);
 	keymap_free(&x.listens);

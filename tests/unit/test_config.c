@@ -2353,6 +2353,17 @@ static void test_services_loop(void **state)
 		     "      - {name: z, address: \"10.0.0.1:80\"}\n"
 		     "      - {name: w, address: \"[::ffff:127.0.0.1]:80\"}\n",
 		     9, 28, "connections would loop (a -> b -> c -> a)");
+	/* closed by a backend list given by an alias, the anchor's in a service outside the
+	 * ring: the alias is said (the error pointed at that other service alone) */
+	expect_error("services:\n"
+		     "  - {name: a, listen: 127.0.0.1:80, backends: &l [{name: x, address: "
+		     "\"127.0.0.1:81\"}]}\n"
+		     "  - {name: b, listen: 127.0.0.1:81, backends: [{name: y, address: "
+		     "\"127.0.0.1:82\"}]}\n"
+		     "  - {name: c, listen: 127.0.0.1:82, backends: *l}\n",
+		     2, 70,
+		     "connections would loop (b -> c -> b) (through the alias at line 4, "
+		     "column 47)");
 	/* A chain without a way back is served: one service in front of another. */
 	hashlb_config_free(
 		load_ok("services:\n"
