@@ -1149,8 +1149,15 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	if (!in)
 		take_extra(p, l, addr, name);
 	l->shared = l->n_taken > 1 && fds_shared(l);
-	if (l->shared)
+	if (l->shared) {
+		/* the service manager's socket, however many upgrades in place ago it was
+		 * passed: inherited, as in the process the manager started, so that a stop
+		 * leaves its backlog to the next start (wlistener_serve_backlog()) and GET
+		 * /sockets leaves the socket to the manager (hlb_listener_fds()). Before, it
+		 * was taken over only, and this process's stop served that backlog. */
+		l->inherited = true;
 		taken_keep(p, l);
+	}
 	inh_counted(p);
 	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
 	*ret_listener = l;

@@ -207,11 +207,11 @@ static void accept_arm(struct worker *w, struct wlistener *wl)
  * closed by a stop of the process that holds it alone (hlb_proxy_drain()):
  * serve the clients waiting in its backlog, whom closing it would reset.
  * Its socket is this worker's alone (SO_REUSEPORT), so a non-blocking
- * accept empties it; not one the service manager passed, which stays open
- * there with its backlog, shared by every worker. A shared one (taken over,
- * or the manager's handed on by an upgrade in place) is emptied too, on
- * purpose: nothing else in this process accepts on it then, and no copy of
- * it is kept for a reload that adds the address back.
+ * accept empties it; not one the service manager passed (or an upgrade in
+ * place handed on: inherited too), which stays open there with its backlog,
+ * shared by every worker, for the next start. A shared one taken over and not
+ * used (listener_on_taken()) is emptied too, on purpose: nothing else in this
+ * process accepts on it then.
  */
 static void wlistener_serve_backlog(struct worker *w, struct wlistener *wl)
 {

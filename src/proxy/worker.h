@@ -77,7 +77,9 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
 
 struct hlb_listener {
 	atomic_uint refs;
-	bool inherited; /* its socket came from the service manager (socket activation) */
+	/* its socket came from the service manager (socket activation): passed to this process,
+	 * or to one an upgrade in place replaced, that handed it on (shared) */
+	bool inherited;
 	/* its sockets are one, a descriptor per worker, not the service manager's as passed:
 	 * the manager's handed on by the hashlb this one replaced, or one taken over and not
 	 * used (listener_on_taken()); no worker shuts it down as its own (listener_shutdown()) */

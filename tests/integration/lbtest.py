@@ -773,6 +773,19 @@ def client_ip(i):
     return f"127.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255 or 1}"
 
 
+def connecting(addr, n, first):
+    """<n> clients connecting to <addr>, non-blocking, from client_ip(<first>) on (one each): for
+    the tests of the clients that wait in a listening socket's backlog."""
+    socks = []
+    for i in range(n):
+        s = socket.socket()
+        s.bind((client_ip(first + i), 0))
+        s.setblocking(False)
+        s.connect_ex(addr)
+        socks.append(s)
+    return socks
+
+
 class ResetSocket:
     """A client connection reset before connect() returned: a client refused at once is
     reset, and the reset may overtake the connect's own completion (on loopback, say), which
