@@ -947,16 +947,19 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 {
 	const struct hlb_snapshot *cur = hlb_service_snapshot(s->rt);
 	uint64_t gen = pool_next_generation(s->pool);
+	/* this build drops the retry table a passed check ended, whichever it is: a full one
+	 * too, or the mark outlived it, and a later build made the table in use from the retry
+	 * table of another backend failing by then (retry_release()) */
+	bool from_retry = s->retry_released;
 	struct hlb_backend **rts;
 	int ret;
 
+	s->retry_released = false;
 	if (cur && !s->need_full) {
 		/* settings unchanged since <cur> (else need_full); a retry table dropped keeps
 		 * its survivors in the table (retry_release()) */
-		ret = s->retry_released
-			      ? hlb_snapshot_refresh_from_retry(cur, s->cfg, gen, ret_snap, err)
-			      : hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
-		s->retry_released = false;
+		ret = from_retry ? hlb_snapshot_refresh_from_retry(cur, s->cfg, gen, ret_snap, err)
+				 : hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
 		if (ret == 0) {
 			service_add_retry(s, *ret_snap, cur);
 			service_add_ramp(s, *ret_snap, cur);

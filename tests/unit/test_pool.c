@@ -592,6 +592,57 @@ static void test_passed_check_drops_the_prepared_table(void **state)
 }
 
 /*
+ * Maglev: a reload or weight change (a full build) between a check that passes and the build it
+ * asked for drops the retry table that check ended, as that build would: a later build, for
+ * anything else, is made from the table in use, not from the retry table of another backend
+ * failing since, which it would keep as its own outage (that backend up all along), its
+ * slots held beside the table's own. Before, the pass's mark outlived the full build, and the
+ * next build made the table in use from whatever retry table there was then.
+ */
+static void test_full_build_drops_a_passed_checks_mark(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b3, *b5, *b7, *b9;
+	const struct hlb_snapshot *snap;
+	struct hashlb_table *retry, *full;
+	bool down[10] = { false };
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 10);
+	b3 = hlb_pool_backend_find(f.svc, "b3");
+	b5 = hlb_pool_backend_find(f.svc, "b5");
+	b7 = hlb_pool_backend_find(f.svc, "b7");
+	b9 = hlb_pool_backend_find(f.svc, "b9");
+	hlb_pool_health_result(b3, false);
+	loop_to_build(&f);
+	hlb_pool_health_result(b3, true); /* its retry table to drop at the next build */
+	atomic_store(&b5->rt->consecutive_fail, 1);
+	hlb_pool_failing(f.pool);
+	assert_int_equal(hlb_pool_set_weight(b9, 2), 0); /* that build a full one */
+	loop_to_build(&f);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_non_null(snap->retry_table);
+	assert_true(hashlb_table_backend_down(snap->retry_table, 5));
+	assert_false(hashlb_table_backend_down(snap->retry_table, 3));
+	/* theirs kept past that snapshot's free (tables that share their slots) */
+	assert_int_equal(hashlb_table_with_down(snap->table, down, &full, NULL), 0);
+	down[5] = true;
+	assert_int_equal(hashlb_table_with_down(snap->retry_table, down, &retry, NULL), 0);
+	assert_int_equal(hlb_pool_set_admin(b7, HASHLB_ADMIN_MAINT), 0);
+	loop_to_build(&f);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_true(hashlb_table_backend_down(snap->table, 7));
+	assert_false(hashlb_table_backend_down(snap->table, 5));
+	/* of b5's retry table, the table in use shares what the one before did (the full
+	 * entries both turn over), not its slots with b5 down too */
+	assert_int_equal(hashlb_table_bytes_shared(snap->table, retry),
+			 hashlb_table_bytes_shared(full, retry));
+	hashlb_table_free(retry);
+	hashlb_table_free(full);
+	fixture_teardown(&f);
+}
+
+/*
  * Maglev, beside a backend down for good: a first failed check's retry table has both down, a
  * passing check makes the table in use from it, and each table in use is the one a process
  * started anew with the same backends down would build (the clients established, and those
@@ -4570,6 +4621,7 @@ int main(void)
 		cmocka_unit_test(test_failing_word_builds_the_retry_table_at_once),
 		cmocka_unit_test(test_failed_check_prepares_the_verdicts_table),
 		cmocka_unit_test(test_passed_check_drops_the_prepared_table),
+		cmocka_unit_test(test_full_build_drops_a_passed_checks_mark),
 		cmocka_unit_test(test_prepared_table_beside_a_backend_down_builds_the_same),
 		cmocka_unit_test(test_failed_check_of_a_flap_builds_nothing),
 		cmocka_unit_test(test_failed_check_beside_another_builds_nothing),
