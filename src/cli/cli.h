@@ -43,7 +43,7 @@ struct cli_command {
 /*
  * The ERRORS section of every command's --help: a format of the command's
  * name, one of its own options written both ways ("-c or --config"), what
- * a configuration's error looks like (CLI_ERRORS_CONFIG, or "" for a
+ * a configuration's errors look like (CLI_ERRORS_CONFIG_LIST, or "" for a
  * command that reads none), and its name again.
  */
 #define CLI_ERRORS_HELP                                                           \
@@ -53,9 +53,8 @@ struct cli_command {
 	"  A usage error is followed by one line: \"Run 'hashlb %s --help' for\n" \
 	"  the options.\"\n"                                                      \
 	"\n"
-#define CLI_ERRORS_CONFIG "; a configuration's \"FILE:LINE:COL: error: WHAT\""
-/* ... of a command that says every error of a config (check, run, lookup -c, ctl -c:
- * cli_print_config_errors()) */
+/* ... of a command that reads a config: it says every error of it (check and its --against,
+ * run, lookup -c, ctl -c, steer -c: cli_print_config_errors()) */
 #define CLI_ERRORS_CONFIG_LIST                                  \
 	"; a configuration's \"FILE:LINE:COL: error: WHAT\",\n" \
 	"  a line each of its errors, then how many"
@@ -105,6 +104,13 @@ void cli_print_warning(const struct hashlb_error *warning);
 #define CLI_ERRORS_SHOWN 20u
 struct hashlb_error_list;
 void cli_print_config_errors(const struct hashlb_error *err, const struct hashlb_error_list *list);
+/*
+ * hashlb_config_load_list() of <path> with <flags> into <ret_config>: on failure (< 0), every
+ * error printed (cli_print_config_errors()), so that each command that loads a file says all
+ * of them as hashlb check does, and a file of five mistakes is fixed in one round.
+ */
+struct hashlb_config;
+int cli_config_load(const char *path, unsigned int flags, struct hashlb_config **ret_config);
 /*
  * Print "invalid value '<value>' for option <name> (<allowed>)": the one
  * form of a refused option value; <allowed> (NULL: none) says what it takes.

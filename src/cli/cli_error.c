@@ -310,6 +310,18 @@ void cli_print_config_errors(const struct hashlb_error *err, const struct hashlb
 	cli_error("%zu errors\n", list->total);
 }
 
+int cli_config_load(const char *path, unsigned int flags, struct hashlb_config **ret_config)
+{
+	struct hashlb_error err = { 0 };
+	struct hashlb_error_list errs = { 0 };
+	int r = hashlb_config_load_list(path, flags, ret_config, &err, &errs);
+
+	if (r < 0)
+		cli_print_config_errors(&err, &errs);
+	hashlb_error_list_free(&errs);
+	return r;
+}
+
 /*
  * What getopt_long() refused (it returned <c>, '?' or ':', with opterr 0
  * and <optstring> starting with ':'), said as cli_error() says the rest,

@@ -553,8 +553,6 @@ int cmd_check(int argc, char **argv)
 	struct hashlb_config *c = NULL, *old = NULL;
 	const char *path = NULL, *against = NULL;
 	char against_name[CLI_OPT_NAME_MAX] = "", quiet_name[CLI_OPT_NAME_MAX] = "";
-	struct hashlb_error err;
-	struct hashlb_error_list errs = { 0 };
 	char name[CLI_OPT_NAME_MAX], tb[32], tm[HASHLB_TABLE_MEMORY_STRLEN];
 	const char *admin = NULL;
 	struct sockaddr_storage admin_addr;
@@ -596,23 +594,16 @@ int cmd_check(int argc, char **argv)
 			  quiet_name, against_name);
 		return 2;
 	}
-	/* with --admin the file's admin address is not the one to check, as hashlb run's; every
-	 * error, not the first alone: a file of five mistakes is fixed in one round */
-	if (hashlb_config_load_list(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &c, &err, &errs) <
-	    0) {
-		cli_print_config_errors(&err, &errs);
-		hashlb_error_list_free(&errs);
+	/* with --admin the file's admin address is not the one to check, as hashlb run's */
+	if (cli_config_load(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &c) < 0)
 		return 1;
-	}
-	hashlb_error_list_free(&errs);
 	if (admin && cli_admin_apply(c, path, admin, &admin_addr, admin_len) < 0) {
 		hashlb_config_free(c);
 		return 1;
 	}
-	/* OLD as it was loaded when it ran: refused, nothing of FILE printed but its warnings */
-	if (against && hashlb_config_load_flags(against, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &old,
-						&err) < 0) {
-		cli_print_error(&err);
+	/* OLD as it was loaded when it ran: refused (each of its errors, as FILE's), nothing of
+	 * FILE printed but its warnings */
+	if (against && cli_config_load(against, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &old) < 0) {
 		hashlb_config_free(c);
 		return 1;
 	}

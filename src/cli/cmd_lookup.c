@@ -225,15 +225,9 @@ static int config_table(const char *path, const char *service, const char *down,
 	struct hashlb_config *c = NULL;
 	struct hashlb_table *t = NULL;
 	struct hashlb_error err;
-	struct hashlb_error_list errs = { 0 };
 	int r;
 
-	/* every error, as hashlb check says them: a file of five mistakes fixed in one round */
-	r = hashlb_config_load_list(path, HASHLB_LOAD_NO_RESOLVE, &c, &err, &errs);
-	if (r < 0)
-		cli_print_config_errors(&err, &errs);
-	hashlb_error_list_free(&errs);
-	if (r < 0)
+	if (cli_config_load(path, HASHLB_LOAD_NO_RESOLVE, &c) < 0)
 		return 1;
 	if (config_has_each_address(c) &&
 	    hashlb_config_resolve(c, HASHLB_RESOLVE_TIMEOUT_MS, &err) < 0) {

@@ -179,7 +179,7 @@ static void usage(FILE *f)
 		"      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
 		"  hashlb steer -i eth0 --stats\n"
 		"  hashlb steer -c /etc/hashlb/hashlb.yaml --stats\n",
-		"steer", "-S or --seed", CLI_ERRORS_CONFIG, "steer");
+		"steer", "-S or --seed", CLI_ERRORS_CONFIG_LIST, "steer");
 }
 
 struct backend_arg {
@@ -921,16 +921,13 @@ static int config_iface(struct steer_args *a)
 static int from_config(struct steer_args *a)
 {
 	const struct hashlb_service_cfg *svc;
-	struct hashlb_error err = { 0 };
 	bool *down = NULL, *backup = NULL, *listed = NULL;
 	uint32_t *weight = NULL;
 	size_t l;
 	int ret;
 
-	if (hashlb_config_load(a->config_path, &a->config, &err) < 0) {
-		cli_print_error(&err);
+	if (cli_config_load(a->config_path, 0, &a->config) < 0)
 		return -ENOENT;
-	}
 	/* --stats names each table's service from the file: any number of them, the
 	 * interface theirs if they have one (-i otherwise). --detach, which acts on the
 	 * interface's program whoever's tables it holds, takes it likewise: before, a file of

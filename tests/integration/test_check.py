@@ -742,11 +742,21 @@ with tempfile.TemporaryDirectory() as tmp:
               r.stderr == want + f"hashlb {cmd}: 5 errors\n",
               f"{cmd} of a config with 5 mistakes says each, then the count: {r.returncode} "
               f"{r.stderr!r}")
-    # and lookup -c, which loads it as check does (it said the first alone)
-    r = run("lookup", "-c", path, "10.0.0.1")
-    check(r.returncode == 1 and r.stdout == "" and r.stderr == want + "hashlb lookup: 5 errors\n",
-          f"lookup -c of a config with 5 mistakes says each, then the count: {r.returncode} "
-          f"{r.stderr!r}")
+    # and lookup -c, steer -c, check --against OLD, which load it as check does (they said the
+    # first alone); steer in a network namespace of its own (nothing attached to the host's lo
+    # if the refusal regressed, as test_cli.py runs it)
+    good = os.path.join(tmp, "good.yaml")
+    with open(good, "w") as f:
+        f.write("services:\n  - name: k\n    listen: 127.0.0.1:18080\n    backends:\n"
+                "      - {name: a, address: '127.0.0.1:18081'}\n")
+    for cmd, args in (("lookup", ("-c", path, "10.0.0.1")), ("steer", ("-c", path)),
+                      ("check", ("-c", good, "--against", path))):
+        r = subprocess.run([*(("unshare", "--net") if cmd == "steer" else ()), HASHLB, cmd, *args],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and r.stdout == "" and
+              r.stderr == want + f"hashlb {cmd}: 5 errors\n",
+              f"{cmd} {' '.join(args[:-1])} of a config with 5 mistakes says each, then the count: "
+              f"{r.returncode} {r.stderr!r}")
     # the health timeout is checked against the interval as written: an interval refused
     # leaves its default, 2s, which a timeout of 5s is no error of; one error is one line, as
     # it always was, no count
