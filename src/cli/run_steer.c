@@ -1612,6 +1612,11 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	 */
 	ret = 0;
 	need = publish_needs(e, snap);
+	/* The draining removed backends' slots count too: a program whose free slots they hold
+	 * grows (every flow kept) rather than give one to a new backend, which reset the flows
+	 * it held at once, unlogged, whatever timeouts.drain said. */
+	n_held = draining_names(rs, e, &held);
+	need.backends = max_u32(need.backends, snap->n_backends + n_held);
 	if (!holds(e, &need)) {
 		g = grow_for(rs, e, &need, NULL, &why);
 
@@ -1621,7 +1626,6 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		}
 	}
 	e->published = false;
-	n_held = draining_names(rs, e, &held);
 	if (ret == 0)
 		ret = hashlb_steer_set_table_holding(e->steer, snap->table, snap->key,
 						     &snap->hash_prefix, dests, held, n_held, &err);

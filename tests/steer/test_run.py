@@ -2308,17 +2308,29 @@ def slots_held(topo, servers):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
-def removed_drains(topo, servers):
+def removed_drains(topo, servers, full=False):
     """A reload removes b2 (and adds b3 in its place) with timeouts.drain 3s: the connections
     held on b2 through the kernel path keep it, answering from it after the reload (none
     rescheduled, ct_resched unchanged), as the daemon's own connections of a removed backend
     drain; new clients go to b1 and b3. Once the drain ends, its slot is freed (logged) and its
     flows are rescheduled, which their new backend resets, as the daemon closes its own then.
-    Before, the reload rescheduled them at once (ct_resched rose by b2's connections)."""
+    Before, the reload rescheduled them at once (ct_resched rose by b2's connections).
+    <full> (removed_drains_full): the program taken over, an orphan hashlb steer --keep of 2
+    backend slots, b1's and b2's, b3 left none but b2's held one: the reload grows the program
+    (logged), b2's flows kept the same. Before, b3 took b2's slot, its flows reset at the reload
+    with no word (ct_resched rose by them)."""
     b2 = f"      - {{name: b2, address: '{topo.backend_ip(1)}:{T.VIP_PORT}'}}\n"
     b3 = f"      - {{name: b3, address: '{topo.backend_ip(2)}:{T.VIP_PORT}'}}\n"
     yaml = service(topo).replace(b3, "").replace("    backends:\n",
                                                  "    timeouts: {drain: 3s}\n    backends:\n")
+    if full:
+        topo.resolve()
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "tc", "--max-backends",
+                 "2", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+                 *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
+                 ns=topo.lb, check=False)
+        check(p.returncode == 0, f"removed_drains_full: the orphan: {p.returncode} "
+              f"{p.stderr.strip()}")
     d = Daemon(topo, yaml).start()
     client = None
     try:
@@ -2334,6 +2346,9 @@ def removed_drains(topo, servers):
         check(p.returncode == 0, f"removed_drains: reload: {p.stdout} {p.stderr}")
         check(d.wait_log("kernel steering table published", 10) is not None,
               "removed_drains: no table published after the reload")
+        grown = [x for x in d.lines if "kernel steering program grown" in x]
+        check(len(grown) == (1 if full else 0),
+              f"removed_drains: program grown {len(grown)} times: {grown}")
         # a line on every held connection, then 16 new ones
         client.stdin.write("again\n")
         client.stdin.flush()
@@ -2360,12 +2375,19 @@ def removed_drains(topo, servers):
         check(not moved and resched >= len(on_b2),
               f"removed_drains: after its drain, {len(moved)} of b2's {len(on_b2)} connections "
               f"still reach it, ct_resched {resched}")
-        print(f"removed_drains: {len(on_b2)} of {len(held)} held connections on b2 kept while "
-              f"it drained, rescheduled after (ct_resched {resched}); new clients "
-              f"{dict(fresh)}", flush=True)
+        print(f"removed_drains{'_full' if full else ''}: {len(on_b2)} of {len(held)} held "
+              f"connections on b2 kept while it drained, rescheduled after (ct_resched "
+              f"{resched}); new clients {dict(fresh)}", flush=True)
     finally:
         client_ended(topo, client, 1)
         d.stop()
+        if full:
+            T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+            T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
+def removed_drains_full(topo, servers):
+    removed_drains(topo, servers, full=True)
 
 
 def two_hooks(topo, servers):
@@ -4465,6 +4487,7 @@ def body(topo):
              ("outgrown_shared_backends", outgrown_shared_backends),
              ("grown_rebind_failed", grown_rebind_failed),
              ("slots_held", slots_held), ("removed_drains", removed_drains),
+             ("removed_drains_full", removed_drains_full),
              ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
              ("prefix", prefix),
              ("altname", altname), ("two_services", two_services),
