@@ -981,10 +981,12 @@ static void newcomer_wait(struct hashlb_steer *s)
 static void held_slot(struct hashlb_steer *s)
 {
 	static const char *const acb[] = { "a", "c", "b" }, *const ae[] = { "a", "e" },
-				 *const aef[] = { "a", "e", "f" }, *const c[] = { "c" };
+				 *const aef[] = { "a", "e", "f" }, *const aec[] = { "a", "e", "c" },
+				 *const c[] = { "c" };
 	struct hashlb_table *t1 = build(HASHLB_SCHEME_MAGLEV, acb, 3, NULL);
 	struct hashlb_table *t2 = build(HASHLB_SCHEME_MAGLEV, ae, 2, NULL);
 	struct hashlb_table *t3 = build(HASHLB_SCHEME_MAGLEV, aef, 3, NULL);
+	struct hashlb_table *t_aec = build(HASHLB_SCHEME_MAGLEV, aec, 3, NULL);
 	struct hlb_steer_stats st0, st1;
 	struct test_pkt f[60];
 	const char *first[60];
@@ -1016,6 +1018,18 @@ static void held_slot(struct hashlb_steer *s)
 	CHECK(bad == 0 && st1.ct_resched - st0.ct_resched == n_b,
 	      "c held, b dropped: %u flows wrong; ct_resched %llu, b's %u", bad,
 	      (unsigned long long)(st1.ct_resched - st0.ct_resched), n_b);
+	/* c added back within its drain (the pool takes it back: held no more): it takes
+	 * its own slot again, incarnation and all, and its flows go on to it, at its new
+	 * index's MAC, none rescheduled */
+	test_publish(s, t_aec, HASHLB_KEY_4TUPLE, NULL);
+	st0 = stats(s);
+	for (int i = 0; i < 60; i++)
+		if (same(first[i], "c"))
+			bad += send_pkt(&f[i], &be) != XDP_TX_ || be != 2;
+	st1 = stats(s);
+	CHECK(bad == 0 && st1.ct_resched == st0.ct_resched,
+	      "c added back: %u of its %u flows not on it; ct_resched %llu", bad, n_c,
+	      (unsigned long long)(st1.ct_resched - st0.ct_resched));
 	test_publish_holding(s, t3, HASHLB_KEY_4TUPLE, NULL, NULL, c, 1);
 	st0 = stats(s);
 	for (int i = 0; i < 60; i++)
@@ -1031,6 +1045,7 @@ static void held_slot(struct hashlb_steer *s)
 	hashlb_table_free(t1);
 	hashlb_table_free(t2);
 	hashlb_table_free(t3);
+	hashlb_table_free(t_aec);
 }
 
 /* The table of "a" and "r<k>", then "r0" if <r0>, equal weights. */
