@@ -323,6 +323,20 @@ static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size
 }
 
 /*
+ * The "\r\n\r\n" that ends the head at <p> (<n> bytes on), or NULL. By memchr(), which
+ * reads no further than what it finds: a sanitizer's strstr() and memmem() check the whole
+ * rest of the buffer at each call, and the ASan build skipping a gigabyte of 100 Continue
+ * (41 million heads) ran past 2 minutes.
+ */
+static char *head_end(char *p, size_t n)
+{
+	for (char *end = p + n, *r; (r = memchr(p, '\r', (size_t)(end - p))); p = r + 1)
+		if (end - r >= 4 && !memcmp(r, "\r\n\r\n", 4))
+			return r;
+	return NULL;
+}
+
+/*
  * The answer in <buf> (<*got> bytes, NUL-terminated) as its final one: the 1xx answers before
  * it (100 Continue), which RFC 9110 has every client read past, dropped and the final one
  * moved to the start of <buf>. hashlb sends none; a proxy in front of it may.
@@ -338,7 +352,7 @@ static void ctl_interim_skip(char *buf, size_t *got)
 	 * Continue without end (1 GiB of them, 41 million) kept ctl moving the rest of the
 	 * gigabyte for each, for hours, past its --timeout. */
 	while (*got - off > 9 && !strncmp(p, "HTTP/1.", 7) && p[8] == ' ' && p[9] == '1' &&
-	       strncmp(p + 9, "101", 3) && (end = strstr(p, "\r\n\r\n"))) {
+	       strncmp(p + 9, "101", 3) && (end = head_end(p, *got - off))) {
 		off = (size_t)(end + 4 - buf);
 		p = buf + off;
 	}
