@@ -22,9 +22,10 @@
  *     verdict its clients are still sent to it; and before it, a failed
  *     check of another that the next one passed (a run that recovers). --first-down
  *     runs this alone (to alternate two binaries).
+ *  4. A rack of 20,000 backends failing their first checks (--rack, alone).
  *
  *   meson test -C build --benchmark --suite bench control -v
- *   build/bench/hashlb-bench-control [--quick | --first-down]
+ *   build/bench/hashlb-bench-control [--quick | --first-down | --rack]
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -245,6 +246,47 @@ static void bench_first_down(uint32_t m, uint32_t n, int reps)
 	free(blip);
 }
 
+/*
+ * 4. A rack: each of <n> backends' first failed check (fall 3: all still up), the last backend's
+ * first, as a network path to them all failing does: the control thread's CPU for them all
+ * (each check's own work alone, no build: hlb_pool_flush() not called), against a passing check
+ * of each in the same run. --rack runs this alone.
+ */
+static void bench_rack(const char *label, const char *scheme_kv, uint32_t n)
+{
+	char *text = config_text(scheme_kv, n, NULL, "      enabled: false\n");
+	struct hashlb_config *cfg = config_load(text);
+	struct hlb_pool_env env = { .n_workers = 1 };
+	struct hlb_pool_service *s;
+	struct hlb_loop *loop;
+	struct hlb_pool *pool;
+	struct hashlb_error err = { 0 };
+	double passed, failed;
+	uint64_t t0;
+
+	if (hlb_loop_new(&loop) < 0 || hlb_pool_new(cfg, loop, &env, &pool, &err) < 0) {
+		fprintf(stderr, "bench: %s\n", err.msg);
+		exit(1);
+	}
+	s = hlb_pool_service_at(pool, 0);
+	/* the reference: a passing check of each, its result read as any */
+	t0 = cpu_ns();
+	for (uint32_t j = n; j-- > 0;)
+		hlb_pool_health_result(s->backends[j], true);
+	passed = (double)(cpu_ns() - t0) / 1e6;
+	t0 = cpu_ns();
+	for (uint32_t j = n; j-- > 0;)
+		hlb_pool_health_result(s->backends[j], false);
+	failed = (double)(cpu_ns() - t0) / 1e6;
+	printf("rack %-16s n=%u: every backend's first failed check %8.2f ms, passing check "
+	       "%8.2f ms (%.1fx)\n",
+	       label, n, failed, passed, failed / passed);
+	hlb_pool_free(pool);
+	hlb_loop_free(loop);
+	hashlb_config_free(cfg);
+	free(text);
+}
+
 static int listener(uint16_t *ret_port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
@@ -328,9 +370,10 @@ static void bench_death(int trials)
 }
 
 static const char usage[] =
-	"usage: hashlb-bench-control [--quick | --first-down]\n"
+	"usage: hashlb-bench-control [--quick | --first-down | --rack]\n"
 	"  --quick       fewer repetitions and trials (a smoke run)\n"
-	"  --first-down  a Maglev backend's first down at the largest M alone\n";
+	"  --first-down  a Maglev backend's first down at the largest M alone\n"
+	"  --rack        20,000 backends' first failed checks (ring, Maglev) alone\n";
 
 int main(int argc, char **argv)
 {
@@ -338,9 +381,16 @@ int main(int argc, char **argv)
 
 	/* any other word was the full run, "--help" included */
 	bench_args(argc, argv, 1, usage);
-	if (argc > 1 && strcmp(argv[1], "--quick") && strcmp(argv[1], "--first-down"))
+	if (argc > 1 && strcmp(argv[1], "--quick") && strcmp(argv[1], "--first-down") &&
+	    strcmp(argv[1], "--rack"))
 		bench_args_refuse(argv[0], argv[1], usage);
 	printf("hashlb control plane benchmark (CPU time of the control thread, medians)\n");
+	if (argc > 1 && !strcmp(argv[1], "--rack")) {
+		bench_rack("ring V=16", "scheme: ring\n    vnodes: 16", 20000);
+		bench_rack("maglev M=65537", "scheme: maglev\n    table_size: 65537", 20000);
+		printf("reproduce: %s --rack\n", argv[0]);
+		return 0;
+	}
 	if (argc > 1 && !strcmp(argv[1], "--first-down")) {
 		bench_first_down(HASHLB_MAGLEV_M_MAX, 10, 3);
 		bench_first_down(HASHLB_MAGLEV_M_MAX, 1000, 3);

@@ -100,7 +100,7 @@ static void service_schedule_in(struct hlb_pool_service *s, bool full, uint64_t 
 static bool retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounce_ms);
 static void retry_release(struct hlb_pool_backend *b);
 static bool verdict_populates(const struct hlb_pool_backend *b);
-static bool service_failing(const struct hlb_pool_service *s);
+static bool service_failing(struct hlb_pool_service *s);
 
 static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
 		     ...) __attribute__((format(printf, 4, 5)));
@@ -438,8 +438,11 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 		return;
 	}
 	if (!b->up_fails++) {
+		/* the scheme first: a ring's checks pay no walk of the backends (a rack of 20,000
+		 * failing their first checks walked them 20,000 times, 1.2 s of this thread) */
 		b->up_fails_retry = false;
-		b->up_fails_retry = !service_failing(b->svc) && verdict_populates(b);
+		b->up_fails_retry = b->svc->cfg->table.scheme == HASHLB_SCHEME_MAGLEV &&
+				    !service_failing(b->svc) && verdict_populates(b);
 	}
 	b->up_fails_err = err;
 	/* Maglev: its survivors' table made now, as the retry table, for the verdict to copy
@@ -871,12 +874,19 @@ static bool backend_failing(const struct hlb_pool_backend *b)
 	       (b->up_fails != 0 && b->up_fails_retry);
 }
 
-/* Whether a backend of <s> fails (backend_failing()). */
-static bool service_failing(const struct hlb_pool_service *s)
+/* Whether a backend of <s> fails (backend_failing()): the one found last looked at first, for
+ * in a rack going down it fails still as each of the others' first failed check asks (a walk
+ * of them each, 20,000 backends' in 1.2 s of this thread). */
+static bool service_failing(struct hlb_pool_service *s)
 {
-	for (uint32_t j = 0; j < s->n_backends; j++)
-		if (backend_failing(s->backends[j]))
+	if (s->failing_hint < s->n_backends && backend_failing(s->backends[s->failing_hint]))
+		return true;
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		if (backend_failing(s->backends[j])) {
+			s->failing_hint = j;
 			return true;
+		}
+	}
 	return false;
 }
 

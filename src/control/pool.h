@@ -163,6 +163,7 @@ struct hlb_pool_service {
 	/* the next build drops a retry table made for failed checks, and is made from it (pool.c,
 	 * retry_release()) */
 	bool retry_released;
+	uint32_t failing_hint; /* the backend a walk for one failing found last (pool.c) */
 	/* the reload under way asked for a build: the next, if it has one, says what it moved
 	 * (hlb_pool_flush_reload()) */
 	bool reload_pending;
