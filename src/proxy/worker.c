@@ -223,7 +223,6 @@ static void wlistener_serve_backlog(struct worker *w, struct wlistener *wl)
 		conn_accepted(w, wl, fd);
 }
 
-/* The worker is done with <wl>: close its socket, drop its reference. */
 /* Close listener <l>'s socket <i>, one a worker never took (or gives back untaken): -1 first,
  * as wlistener_drop() does. */
 static void listener_fd_close(struct hlb_listener *l, uint32_t i)
@@ -236,6 +235,8 @@ static void listener_fd_close(struct hlb_listener *l, uint32_t i)
 	close(fd);
 }
 
+/* The worker is done with <wl>: serve its backlog if it says so (wl->serve_backlog), close its
+ * socket, drop its reference. */
 static void wlistener_drop(struct worker *w, struct wlistener *wl)
 {
 	struct wlistener **pp;
