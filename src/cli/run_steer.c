@@ -106,8 +106,9 @@ struct run_steer_svc {
 	uint64_t n_refused; /* tables refused, for /metrics */
 	char **close_on_return; /* names of the backups configured so */
 	uint32_t n_close_on_return;
-	/* Backends a reload removed whose slots its last publication held for their
-	 * flows while they drain (draining_names()): refresh_tick() publishes again
+	/* How many backends a reload removed drained at its last publication
+	 * (draining_names()), their slots held for their flows (those that kept
+	 * them: hashlb_steer_set_table_holding()): refresh_tick() publishes again
 	 * once fewer drain, to free the slots of those whose drain ended. */
 	uint32_t n_held;
 	/* The MACs published with <generation>, by table index (zero: none). */
@@ -596,13 +597,14 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 }
 
 /*
- * Ask the kernel for the neighbour entry on <dev> of each backend of <snap> in its table
- * from the <from>th on that <neigh> lacks, in a subnet of <dev> (hashlb_steer_neigh_missing():
- * before, a routed one too, an ARP request for an address off the segment each retry), for the retry a second later (RETRY_MS): a
- * backend a reload adds, or any at a start with the table cold, whose health check has not
- * reached it yet (nothing does with checks off). Whether one was asked. Before, only those
- * checks (or a client through the daemon's listener) made the entry, and every such start
- * or reload logged its table refused at level=error.
+ * Ask the kernel for the neighbour entry on <dev> of each backend of <snap> in its table,
+ * from the <from>th on, that <neigh> lacks in a subnet of <dev> (hashlb_steer_neigh_missing():
+ * before, a routed one too, an ARP request for an address off the segment each retry), for
+ * the retry a second later (RETRY_MS) to find: a backend a reload adds, or any at a start
+ * with the table cold, whose health check has not reached it yet (nothing does with checks
+ * off). Whether one was asked. Before, only those checks (or a client through the daemon's
+ * listener) made the entry, and every such start or reload logged its table refused at
+ * level=error.
  */
 static bool ask_neighbours(struct hashlb_steer_neigh *neigh, const struct hlb_snapshot *snap,
 			   uint32_t from, const char *dev)
