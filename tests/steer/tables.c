@@ -48,9 +48,10 @@ static const char *const vips_b[] = { "10.0.0.20:443", "10.0.0.10:8080" };
 static int fd;
 
 /* Publish <t> into <s>, backend i at test_backend_mac(<mac0> + i), the first keeping its
- * flows with <keep> (out of the table, draining: its flows go there by their entries). */
-static void publish_with(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0,
-			 bool keep)
+ * flows with <keep> (out of the table, draining: its flows go there by their entries), the
+ * slots of the <n_held> backends <held> it drops kept (hashlb_steer_set_table_holding()). */
+static void publish_holding(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0,
+			    bool keep, const char *const *held, uint32_t n_held)
 {
 	uint32_t n = hashlb_table_backend_count(t);
 	struct hashlb_steer_dest d[8];
@@ -62,10 +63,17 @@ static void publish_with(struct hashlb_steer *s, const struct hashlb_table *t, u
 		memcpy(d[i].src_mac, test_lb_mac, 6);
 	}
 	d[0].keep_flows = keep;
-	if (hashlb_steer_set_table(s, t, HASHLB_KEY_4TUPLE, NULL, d, &err) < 0) {
+	if (hashlb_steer_set_table_holding(s, t, HASHLB_KEY_4TUPLE, NULL, d, held, n_held, &err) <
+	    0) {
 		fprintf(stderr, "set_table: %s\n", err.msg);
 		exit(1);
 	}
+}
+
+static void publish_with(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0,
+			 bool keep)
+{
+	publish_holding(s, t, mac0, keep, NULL, 0);
 }
 
 static void publish(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0)
@@ -734,6 +742,59 @@ static void widened(bool found)
 	fd = saved;
 }
 
+/*
+ * A removed backend's slot held (hashlb_steer_set_table_holding(): it drains) in the
+ * publication right after its program of two tables grew from 4 backends a table to 8: B's b3
+ * (table 1: its slots of before at 4..7, its new ones appended at 12..15, where t * 8 + i
+ * would put them at 8..15) dropped, held, and b4..b7 added, which take free slots, not
+ * b3's. Every flow of B's from before goes on to its backend, b3's by its held slot, none
+ * rescheduled: the held slot is found at its index in the regions' layout (bslots_read(),
+ * slots_held()), and kept there.
+ */
+static void held_widened(void)
+{
+	static const char *const names_b6[] = { "b1", "b2", "b4", "b5", "b6", "b7" };
+	static const char *const b3[] = { "b3" };
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
+				       .tables = 2,
+				       .max_backends = 4 };
+	struct hashlb_steer_opts wider = { .tables = 2, .max_backends = 8 };
+	struct hashlb_table *ta = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, NULL);
+	struct hashlb_table *tb = test_table(HASHLB_SCHEME_RING, SEED_B, names_b, 3, NULL);
+	struct hashlb_table *tb6 = test_table(HASHLB_SCHEME_RING, SEED_B, names_b6, 6, NULL);
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *sa = test_steer_load_opts(&o, ta), *sb;
+	int held_b[FLOWS], saved = fd;
+	uint32_t on_b3 = 0;
+	uint64_t r0;
+
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	sb = shared_published(sa, ta, tb);
+	establish(vips_b, 33000, held_b, 0);
+	for (uint32_t i = 0; i < FLOWS; i++)
+		on_b3 += held_b[i] == B_MAC + 2;
+	CHECK(on_b3 > 0, "held widened: none of B's flows on b3: the test proves nothing");
+	if (hashlb_steer_grow(sa, &wider, &err) < 0 || hashlb_steer_rebind(sb, sa, &err) < 0) {
+		fprintf(stderr, "held widened: grow: %s\n", err.msg);
+		exit(1);
+	}
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	r0 = resched(sa);
+	publish_holding(sb, tb6, B_MAC, false, b3, 1);
+	still_held(vips_b, 33000, held_b, "held widened: B's flow, b3 held");
+	CHECK(resched(sa) == r0, "held widened: %llu flows rescheduled",
+	      (unsigned long long)(resched(sa) - r0));
+	printf("held widened: b3's %u flows kept by its held slot in a program grown to 8 "
+	       "backends a table, b4..b7 in free slots\n",
+	       on_b3);
+	hashlb_steer_free(sb);
+	hashlb_steer_free(sa);
+	hashlb_table_free(ta);
+	hashlb_table_free(tb);
+	hashlb_table_free(tb6);
+	fd = saved;
+}
+
 /* Entry 0 of per-CPU map <name> of program <prog>: <n> words <v> on CPU 0, 0 on the others. */
 static void percpu_write(int prog, const char *name, const uint64_t *v, size_t n)
 {
@@ -1298,6 +1359,7 @@ int main(void)
 	replace_refused(ta);
 	widened(false);
 	widened(true);
+	held_widened();
 	hashlb_table_free(ta);
 	hashlb_table_free(ta2);
 	hashlb_table_free(tb);
