@@ -322,8 +322,10 @@ struct hashlb_error_list {
  * hashlb_config_load_flags() that goes on past an error in the config's values and fills
  * <list> (emptied first) with each one, and <err> with the first found (what
  * hashlb_config_load_flags() says). A file that cannot be read, a YAML syntax error (the
- * parser cannot go on past one) and a name that does not resolve give <err> alone, and an
- * empty <list>. Free <list> with hashlb_error_list_free(), on success too.
+ * parser cannot go on past one) and what the names' resolution refuses once the values
+ * loaded (a name that does not resolve, answers past table_memory or that put services in
+ * a ring: hashlb_config_resolve()) give <err> alone, and an empty <list>. Free <list> with
+ * hashlb_error_list_free(), on success too.
  */
 int hashlb_config_load_list(const char *path, unsigned int flags, struct hashlb_config **ret_config,
 			    struct hashlb_error *err, struct hashlb_error_list *list);

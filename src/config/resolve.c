@@ -1187,12 +1187,6 @@ uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_add
 }
 
 /*
- * hashlb_config_resolve_finish(); with <last>, a backend stays at the address
- * <last> has for it while the answer still has it (stay_put()), and with
- * <keep> too, _finish_keep(): a name that failed keeps what <last> has for
- * it (its first failure into <failed>).
- */
-/*
  * -EINVAL if the names' answers make services of <c> forward to one another in a
  * ring (hlb_services_loop()), at the address of the backend that closes it, as
  * a name resolved to its own service's address is refused (address_refused()).
@@ -1210,6 +1204,12 @@ static int loop_again(struct hashlb_config *c, struct hashlb_error *err)
 	return r ? resolve_refused(c, &c->services[si].backends[bi], err, HASHLB_ERR_LOOP, msg) : 0;
 }
 
+/*
+ * hashlb_config_resolve_finish(); with <last>, a backend stays at the address
+ * <last> has for it while the answer still has it (stay_put()), and with
+ * <keep> too, _finish_keep(): a name that failed keeps what <last> has for
+ * it (its first failure into <failed>).
+ */
 static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t timeout_ms,
 		  const struct hashlb_config *last, bool keep, struct hashlb_error *failed,
 		  struct hashlb_error *err)
