@@ -1336,6 +1336,9 @@ services:
         # b3's server dies: the checks bring it down, the kernel table follows.
         servers[2].terminate()
         servers[2].wait(timeout=10)
+        # the table published once the checks took b3 down: its first failed check publishes
+        # too (a Maglev retry table prepared, the kernel's table unchanged: b3 still in it)
+        check(wait_log("backend down", 15) is not None, "hashlb run: b3 not taken down")
         before = published
         deadline = time.monotonic() + 15
         while published == before and time.monotonic() < deadline:
